@@ -1,0 +1,214 @@
+#include "actors/engine.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+
+#include "actors/block_manager/block_manager_actor.h"
+#include "actors/request/request_actor.h"
+#include "actors/scheduler/scheduler_actor.h"
+#include "actors/worker/worker_actor.h"
+#include "config/logging.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace troupe {
+
+namespace {
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+class actor_config : public caf::actor_system_config {
+ public:
+  actor_config() {
+    add_message_types<caf::id_block::troupe>();
+    set("logger.verbosity", caf::atom("quiet"));
+  }
+};
+
+result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
+                                                  const model_config& model,
+                                                  const engine_limits& limits) {
+  auto log = get_logger("model");
+  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
+  std::unique_ptr<checkpoint> ckpt;
+  weight_source source;
+  source.dummy_seed = config.seed;
+  if (config.load_format != "dummy") {
+    auto opened = checkpoint::open(config.model);
+    if (!opened) return std::move(opened).take_error();
+    ckpt = std::make_unique<checkpoint>(std::move(opened.value()));
+    source.ckpt = ckpt.get();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  int64_t last_percent = -1;
+  auto progress = [&](int64_t done, int64_t total) {
+    const int64_t percent = done * 100 / total;
+    if (percent / 25 != last_percent / 25 || done == total) {
+      log->info("loading weights: {}/{} tensors ({}%)", done, total, percent);
+      last_percent = percent;
+    }
+  };
+  auto created = llama_model::create(model, *backend, source, limits.max_num_batched_tokens,
+                                     limits.max_model_len, progress);
+  if (!created) return std::move(created).take_error();
+  log->info("weights {} in {:.2f} s ({})", source.ckpt ? "loaded" : "generated (dummy)",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+            model.architecture);
+  runner_limits rl;
+  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
+  rl.max_num_seqs = limits.max_num_seqs;
+  rl.max_model_len = limits.max_model_len;
+  rl.block_size = limits.block_size;
+  rl.num_blocks = limits.num_blocks;
+  return std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
+}
+
+}  // namespace
+
+result<engine_limits> derive_engine_limits(const engine_config& config,
+                                           const model_config& model) {
+  engine_limits l;
+  l.backend = "cpu";
+  l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
+  l.block_size = config.block_size;
+  l.max_num_seqs = config.max_num_seqs;
+  l.max_num_batched_tokens = config.max_num_batched_tokens;
+  l.kv_bytes_per_block = 2 * model.num_hidden_layers * config.block_size *
+                         model.num_key_value_heads * model.head_dim *
+                         static_cast<int64_t>(sizeof(float));
+  const int64_t blocks_per_seq = (l.max_model_len + l.block_size - 1) / l.block_size;
+  if (config.num_gpu_blocks_override) {
+    l.num_blocks = *config.num_gpu_blocks_override + 1;
+  } else {
+    const auto budget = static_cast<int64_t>(config.cpu_kvcache_space * gib);
+    // No more than every sequence at full length could use.
+    l.num_blocks = std::min(budget / l.kv_bytes_per_block, l.max_num_seqs * blocks_per_seq) + 1;
+  }
+  if (l.num_blocks - 1 < blocks_per_seq) {
+    return make_error("the KV cache holds " + std::to_string((l.num_blocks - 1) * l.block_size) +
+                      " tokens (" + std::to_string(l.num_blocks - 1) + " blocks of " +
+                      std::to_string(l.block_size) + "), fewer than max_model_len " +
+                      std::to_string(l.max_model_len) +
+                      "; lower max_model_len or raise cpu_kvcache_space / "
+                      "num_gpu_blocks_override");
+  }
+  return l;
+}
+
+struct engine::impl {
+  model_config model;
+  engine_limits limits;
+  actor_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor scheduler, block_manager, worker;
+  std::atomic<request_id> next_id{1};
+  std::mutex mutex;
+  std::unordered_map<request_id, caf::actor> live;  // request actors, for abort
+};
+
+engine::engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+result<std::unique_ptr<engine>> engine::create(const engine_config& config) {
+  auto model = load_model_config(config.model);
+  if (!model) return std::move(model).take_error();
+  auto limits = derive_engine_limits(config, *model);
+  if (!limits) return std::move(limits).take_error();
+  auto runner = load_runner(config, *model, *limits);
+  if (!runner) return std::move(runner).take_error();
+  get_logger("kv")->info(
+      "KV cache: {} blocks of {} tokens ({} tokens, {:.2f} GiB); max concurrency at "
+      "max_model_len {}: {:.2f}x",
+      limits->num_blocks - 1, limits->block_size, (limits->num_blocks - 1) * limits->block_size,
+      double(limits->num_blocks * limits->kv_bytes_per_block) / gib, limits->max_model_len,
+      double((limits->num_blocks - 1) * limits->block_size) / double(limits->max_model_len));
+  auto p = std::make_unique<impl>();
+  p->model = *model;
+  p->limits = *limits;
+  p->system = std::make_unique<caf::actor_system>(p->cfg);
+  std::shared_ptr<model_runner> shared_runner = std::move(runner.value());
+  p->worker = p->system->spawn<caf::detached>(worker_actor, shared_runner);
+  p->block_manager = p->system->spawn(block_manager_actor, limits->num_blocks);
+  scheduler_limits sl;
+  sl.max_num_batched_tokens = limits->max_num_batched_tokens;
+  sl.max_num_seqs = limits->max_num_seqs;
+  sl.max_model_len = limits->max_model_len;
+  sl.block_size = limits->block_size;
+  sl.num_blocks_usable = limits->num_blocks - 1;
+  sl.enable_chunked_prefill = config.enable_chunked_prefill;
+  for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
+  sl.seed = static_cast<uint64_t>(config.seed);
+  p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker);
+  return std::unique_ptr<engine>(new engine(std::move(p)));
+}
+
+engine::~engine() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    // Requests still live are cut off: nobody is left to read their output.
+    for (auto& [id, actor] : impl_->live) {
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    }
+  }
+  caf::anon_send_exit(impl_->scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl_->block_manager, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+  impl_->system->await_all_actors_done();
+}
+
+namespace {
+
+// Forgets a request actor once its final output has passed.
+class tracking_sink : public request_sink {
+ public:
+  tracking_sink(std::shared_ptr<request_sink> inner, std::function<void()> on_final)
+      : inner_(std::move(inner)), on_final_(std::move(on_final)) {}
+  void on_output(const request_output& output) override {
+    inner_->on_output(output);
+    if (output.finish != finish_reason::none) on_final_();
+  }
+
+ private:
+  std::shared_ptr<request_sink> inner_;
+  std::function<void()> on_final_;
+};
+
+}  // namespace
+
+request_id engine::submit(std::vector<int32_t> prompt_ids, const sampling_params& params,
+                          std::shared_ptr<request_sink> sink) {
+  const request_id id = impl_->next_id++;
+  add_request_msg msg;
+  msg.id = id;
+  msg.prompt_ids = std::move(prompt_ids);
+  msg.params = params;
+  impl* p = impl_.get();
+  auto tracked = std::make_shared<tracking_sink>(std::move(sink), [p, id] {
+    std::lock_guard<std::mutex> lock(p->mutex);
+    p->live.erase(id);
+  });
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  caf::actor actor = impl_->system->spawn(request_actor, std::move(msg), impl_->scheduler,
+                                          std::static_pointer_cast<request_sink>(tracked));
+  impl_->live.emplace(id, actor);
+  return id;
+}
+
+void engine::abort(request_id id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->live.find(id);
+  if (it != impl_->live.end()) caf::anon_send(it->second, abort_request_msg{id});
+}
+
+engine_stats engine::stats() {
+  caf::scoped_actor self{*impl_->system};
+  engine_stats out;
+  self->request(impl_->scheduler, caf::infinite, atoms::get_stats_v)
+      .receive([&](const engine_stats& s) { out = s; }, [](const caf::error&) {});
+  return out;
+}
+
+const model_config& engine::model() const { return impl_->model; }
+const engine_limits& engine::limits() const { return impl_->limits; }
+
+}  // namespace troupe

@@ -1,0 +1,65 @@
+// engine: the one way into troupe's runtime, used by `troupe generate`, the
+// benchmarks, the tests and (later) the HTTP server. It loads the model,
+// sizes the KV cache (engine_limits), starts the CAF actor system and spawns
+// the block manager, worker (detached) and scheduler actors; submit() spawns
+// one request actor per request.
+//
+// Thread-safe: submit/abort/stats may be called from any thread. The
+// destructor waits for the actors to finish (abort requests first).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "actors/messages.h"
+#include "actors/request/request_sink.h"
+#include "common/result.h"
+#include "config/engine_config.h"
+#include "model/model_config.h"
+
+namespace troupe {
+
+// Values derived from the config and the model; never written back into
+// the config.
+struct engine_limits {
+  int64_t max_model_len = 0;
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;  // including the null block
+  int64_t kv_bytes_per_block = 0;
+  int64_t max_num_batched_tokens = 0;
+  int64_t max_num_seqs = 0;
+  std::string backend;  // resolved: "cpu"
+};
+
+// Computes the limits; fails when the KV cache cannot hold one sequence of
+// max_model_len tokens, naming the numbers.
+result<engine_limits> derive_engine_limits(const engine_config& config,
+                                           const model_config& model);
+
+class engine {
+ public:
+  // Loads and validates everything; errors are user-facing messages.
+  static result<std::unique_ptr<engine>> create(const engine_config& config);
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // Submits one request (n must be 1 here; callers fan out n > 1). The sink
+  // receives every output, the last with finish != none (an invalid request
+  // gets a single output with finish_reason::error).
+  request_id submit(std::vector<int32_t> prompt_ids, const sampling_params& params,
+                    std::shared_ptr<request_sink> sink);
+  void abort(request_id id);
+  engine_stats stats();
+
+  const model_config& model() const;
+  const engine_limits& limits() const;
+
+ private:
+  struct impl;
+  explicit engine(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,20 @@
+// request_actor: one actor per request. Registers the request with the
+// scheduler, receives its request_output messages and hands them to the
+// request's sink; quits after the final one. An abort_request_msg sent to
+// it is forwarded to the scheduler (client disconnects, stop strings).
+// Detokenization and stop strings join it with the tokenizer.
+#pragma once
+
+#include <memory>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.h"
+#include "actors/request/request_sink.h"
+
+namespace troupe {
+
+caf::behavior request_actor(caf::event_based_actor* self, add_request_msg request,
+                            caf::actor scheduler, std::shared_ptr<request_sink> sink);
+
+}  // namespace troupe

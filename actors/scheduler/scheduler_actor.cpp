@@ -1,0 +1,106 @@
+#include "actors/scheduler/scheduler_actor.h"
+
+#include "config/logging.h"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = caf::stateful_actor<scheduler_state>*;
+constexpr auto log_interval = std::chrono::seconds(5);
+
+void flush_outputs(self_ptr self) {
+  for (request_output& out : self->state.core->take_outputs()) {
+    auto it = self->state.clients.find(out.id);
+    if (it == self->state.clients.end()) continue;
+    const bool final = out.finish != finish_reason::none;
+    self->send(it->second, std::move(out));
+    if (final) self->state.clients.erase(it);
+  }
+}
+
+void maybe_step(self_ptr self) {
+  token_budget_scheduler& core = *self->state.core;
+  if (core.step_in_flight() || !core.has_unfinished()) return;
+  kv_transaction txn = core.schedule();
+  self->request(self->state.block_manager, caf::infinite, std::move(txn))
+      .then([self](const kv_grant& grant) {
+        step_plan plan = self->state.core->commit(grant);
+        if (plan.new_requests.empty() && plan.cached_requests.empty()) {
+          get_logger("sched")->error("a step scheduled no request while {} wait",
+                                     self->state.core->stats().num_waiting);
+          flush_outputs(self);
+          return;
+        }
+        self->request(self->state.worker, caf::infinite, std::move(plan))
+            .then([self](const step_output& output) {
+              self->state.core->update(output);
+              flush_outputs(self);
+              maybe_step(self);
+            });
+      });
+}
+
+void log_stats(self_ptr self) {
+  const engine_stats now = self->state.core->stats();
+  const engine_stats& before = self->state.last_logged;
+  const auto t = std::chrono::steady_clock::now();
+  const double dt = std::chrono::duration<double>(t - self->state.last_log_time).count();
+  const bool active = now.num_steps != before.num_steps || now.num_running + now.num_waiting > 0;
+  if (active && dt > 0) {
+    const double used = now.num_blocks_total > 0
+                            ? 100.0 * double(now.num_blocks_total - now.num_blocks_free) /
+                                  double(now.num_blocks_total)
+                            : 0.0;
+    get_logger("sched")->info(
+        "prompt throughput: {:.1f} tokens/s, generation throughput: {:.1f} tokens/s, "
+        "running: {} reqs, waiting: {} reqs, KV cache usage: {:.1f}%, preemptions: {}, "
+        "prefix cache hit rate: {:.1f}%",
+        double(now.num_computed_tokens - before.num_computed_tokens) / dt,
+        double(now.num_generated_tokens - before.num_generated_tokens) / dt, now.num_running,
+        now.num_waiting, used, now.num_preemptions,
+        now.prefix_cache_queries > 0
+            ? 100.0 * double(now.prefix_cache_hits) / double(now.prefix_cache_queries)
+            : 0.0);
+  }
+  self->state.last_logged = now;
+  self->state.last_log_time = t;
+  self->delayed_send(self, log_interval, atoms::log_stats_v);
+}
+
+}  // namespace
+
+caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
+                              scheduler_limits limits, caf::actor block_manager,
+                              caf::actor worker) {
+  self->state.core = std::make_unique<token_budget_scheduler>(limits);
+  self->state.block_manager = std::move(block_manager);
+  self->state.worker = std::move(worker);
+  self->state.last_log_time = std::chrono::steady_clock::now();
+  self->delayed_send(self, log_interval, atoms::log_stats_v);
+  return {
+      [self](add_request_msg& msg) {
+        std::string problem =
+            self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params);
+        if (!problem.empty()) {
+          request_output out;
+          out.id = msg.id;
+          out.finish = finish_reason::error;
+          out.error = std::move(problem);
+          self->send(msg.client, std::move(out));
+          return;
+        }
+        self->state.clients.emplace(msg.id, std::move(msg.client));
+        maybe_step(self);
+      },
+      [self](const abort_request_msg& msg) {
+        self->state.core->abort_request(msg.id);
+        flush_outputs(self);
+        maybe_step(self);
+      },
+      [self](atoms::get_stats) -> engine_stats { return self->state.core->stats(); },
+      [self](atoms::log_stats) { log_stats(self); },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,211 @@
+#include "actors/worker/model_runner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/check.h"
+
+namespace troupe {
+
+namespace {
+constexpr int64_t logits_chunk_rows = 64;  // logits computed this many rows at a time
+}
+
+model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
+                           const runner_limits& limits)
+    : ops_(std::move(backend)), model_(std::move(model)), limits_(limits) {
+  TROUPE_CHECK(limits.num_blocks >= 2);
+  const model_config& cfg = model_->config();
+  const int64_t slots = limits.num_blocks * limits.block_size;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    kv_cache_.push_back({ops_->alloc(dtype::f32, slots, model_->kv_cols()),
+                         ops_->alloc(dtype::f32, slots, model_->kv_cols())});
+  }
+  const int64_t t = limits.max_num_batched_tokens;
+  const int64_t s = limits.max_num_seqs;
+  const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  token_ids_dev_ = ops_->alloc_ints(t);
+  positions_dev_ = ops_->alloc_ints(t);
+  slot_mapping_dev_ = ops_->alloc_ints(t);
+  query_start_loc_dev_ = ops_->alloc_ints(s + 1);
+  seq_lens_dev_ = ops_->alloc_ints(s);
+  block_tables_dev_ = ops_->alloc_ints(s * max_blocks);
+  logit_rows_dev_ = ops_->alloc_ints(t);
+  logits_ = ops_->alloc(dtype::f32, logits_chunk_rows, cfg.vocab_size);
+  logits_host_.resize(static_cast<size_t>(logits_.numel()));
+}
+
+void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& order) {
+  for (request_id id : plan.finished_ids) requests_.erase(id);
+  for (const new_request_data& d : plan.new_requests) {
+    request_state r;
+    r.token_ids = d.token_ids;
+    r.num_prompt_tokens = d.num_prompt_tokens;
+    r.params = d.params;
+    r.seed = d.seed;
+    r.block_ids = d.block_ids;
+    r.num_computed_tokens = d.num_computed_tokens;
+    r.num_scheduled_tokens = d.num_scheduled_tokens;
+    r.prompt_logprobs_start = d.prompt_logprobs_start;
+    TROUPE_CHECK(requests_.emplace(d.id, std::move(r)).second);
+    order.push_back(d.id);
+  }
+  for (const cached_request_data& d : plan.cached_requests) {
+    auto it = requests_.find(d.id);
+    TROUPE_CHECK_MSG(it != requests_.end(), "plan names a request the worker does not hold");
+    request_state& r = it->second;
+    r.block_ids.insert(r.block_ids.end(), d.new_block_ids.begin(), d.new_block_ids.end());
+    r.num_scheduled_tokens = d.num_scheduled_tokens;
+    order.push_back(d.id);
+  }
+}
+
+void model_runner::add_logit_rows(const request_state& r, size_t index, int32_t first_row,
+                                  host_batch& batch) {
+  const int64_t begin = r.num_computed_tokens;
+  const int64_t end = begin + r.num_scheduled_tokens;
+  if (r.params.prompt_logprobs >= 0) {
+    // Row at position p predicts prompt token p + 1.
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t target = p + 1;
+      if (target < r.prompt_logprobs_start || target >= r.num_prompt_tokens) continue;
+      batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(p - begin), target});
+    }
+  }
+  if (end == static_cast<int64_t>(r.token_ids.size())) {
+    batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(end - 1 - begin), -1});
+  }
+}
+
+void model_runner::build_batch(const std::vector<request_id>& order, host_batch& batch) {
+  for (request_id id : order) {
+    const request_state& r = requests_.at(id);
+    batch.max_blocks = std::max<int64_t>(batch.max_blocks, static_cast<int64_t>(r.block_ids.size()));
+  }
+  batch.query_start_loc.push_back(0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const request_state& r = requests_.at(order[i]);
+    const int32_t first_row = static_cast<int32_t>(batch.token_ids.size());
+    const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
+    TROUPE_CHECK(end <= static_cast<int64_t>(r.token_ids.size()));
+    TROUPE_CHECK(end <= static_cast<int64_t>(r.block_ids.size()) * limits_.block_size);
+    for (int64_t p = r.num_computed_tokens; p < end; ++p) {
+      batch.token_ids.push_back(r.token_ids[static_cast<size_t>(p)]);
+      batch.positions.push_back(static_cast<int32_t>(p));
+      const int32_t block = r.block_ids[static_cast<size_t>(p / limits_.block_size)];
+      batch.slot_mapping.push_back(block * static_cast<int32_t>(limits_.block_size) +
+                                   static_cast<int32_t>(p % limits_.block_size));
+    }
+    batch.query_start_loc.push_back(static_cast<int32_t>(batch.token_ids.size()));
+    batch.seq_lens.push_back(static_cast<int32_t>(end));
+    for (int64_t b = 0; b < batch.max_blocks; ++b) {
+      batch.block_tables.push_back(b < static_cast<int64_t>(r.block_ids.size())
+                                       ? r.block_ids[static_cast<size_t>(b)]
+                                       : 0);
+    }
+    batch.max_query_len = std::max(batch.max_query_len, r.num_scheduled_tokens);
+    batch.max_seq_len = std::max(batch.max_seq_len, end);
+    add_logit_rows(r, i, first_row, batch);
+  }
+}
+
+forward_inputs model_runner::upload(const host_batch& batch) {
+  const int64_t n = static_cast<int64_t>(batch.token_ids.size());
+  const int64_t s = static_cast<int64_t>(batch.seq_lens.size());
+  TROUPE_CHECK(n <= limits_.max_num_batched_tokens && s <= limits_.max_num_seqs);
+  ops_->upload_ints(batch.token_ids.data(), token_ids_dev_, n);
+  ops_->upload_ints(batch.positions.data(), positions_dev_, n);
+  ops_->upload_ints(batch.slot_mapping.data(), slot_mapping_dev_, n);
+  ops_->upload_ints(batch.query_start_loc.data(), query_start_loc_dev_, s + 1);
+  ops_->upload_ints(batch.seq_lens.data(), seq_lens_dev_, s);
+  ops_->upload_ints(batch.block_tables.data(), block_tables_dev_,
+                    static_cast<int64_t>(batch.block_tables.size()));
+  forward_inputs in;
+  in.num_tokens = n;
+  in.token_ids = token_ids_dev_;
+  in.positions = positions_dev_;
+  in.slot_mapping = slot_mapping_dev_;
+  in.attention.num_seqs = s;
+  in.attention.query_start_loc = query_start_loc_dev_;
+  in.attention.seq_lens = seq_lens_dev_;
+  in.attention.block_tables = block_tables_dev_;
+  in.attention.max_blocks_per_seq = batch.max_blocks;
+  in.attention.block_size = limits_.block_size;
+  in.attention.max_query_len = batch.max_query_len;
+  in.attention.max_seq_len = batch.max_seq_len;
+  return in;
+}
+
+void model_runner::handle_row(request_state& r, const logit_row& row, const float* logits,
+                              sampled_output& out) {
+  const int64_t vocab = model_->config().vocab_size;
+  if (row.prompt_target >= 0) {
+    const int32_t target = r.token_ids[static_cast<size_t>(row.prompt_target)];
+    out.prompt_logprobs.push_back(logprobs_of(logits, vocab, target, r.params.prompt_logprobs));
+    return;
+  }
+  const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
+  sampler_row s;
+  s.temperature = r.params.temperature;
+  s.top_p = r.params.top_p;
+  s.top_k = r.params.top_k;
+  s.min_p = r.params.min_p;
+  s.presence_penalty = r.params.presence_penalty;
+  s.frequency_penalty = r.params.frequency_penalty;
+  s.repetition_penalty = r.params.repetition_penalty;
+  s.seed = r.seed;
+  s.step = static_cast<uint64_t>(num_outputs);
+  s.prompt_ids = r.token_ids.data();
+  s.num_prompt_ids = r.num_prompt_tokens;
+  s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
+  s.num_output_ids = num_outputs;
+  s.num_logprobs = r.params.logprobs;
+  sample_result sampled = sample_row(logits, vocab, s);
+  out.token_id = sampled.token_id;
+  out.logprobs = std::move(sampled.logprobs);
+}
+
+void model_runner::compute_outputs(const std::vector<request_id>& order,
+                                   const host_batch& batch, step_output& out) {
+  const int64_t vocab = model_->config().vocab_size;
+  std::vector<int32_t> rows;
+  for (const logit_row& row : batch.logit_rows) rows.push_back(row.token_row);
+  for (size_t begin = 0; begin < rows.size(); begin += logits_chunk_rows) {
+    const int64_t n = std::min<int64_t>(logits_chunk_rows, static_cast<int64_t>(rows.size() - begin));
+    ops_->upload_ints(rows.data() + begin, logit_rows_dev_, n);
+    model_->compute_logits(logit_rows_dev_, n, logits_);
+    ops_->download(logits_.row_slice(0, n), logits_host_.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
+      request_state& r = requests_.at(order[row.batch_index]);
+      handle_row(r, row, logits_host_.data() + i * vocab, out.outputs[row.batch_index]);
+    }
+  }
+}
+
+step_output model_runner::execute(const step_plan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<request_id> order;
+  apply_plan(plan, order);
+  step_output out;
+  out.step_id = plan.step_id;
+  out.outputs.resize(order.size());
+  for (size_t i = 0; i < order.size(); ++i) out.outputs[i].id = order[i];
+  if (!order.empty()) {
+    host_batch batch;
+    build_batch(order, batch);
+    model_->forward(upload(batch), kv_cache_);
+    compute_outputs(order, batch, out);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    request_state& r = requests_.at(order[i]);
+    r.num_computed_tokens += r.num_scheduled_tokens;
+    r.num_scheduled_tokens = 0;
+    if (out.outputs[i].token_id >= 0) r.token_ids.push_back(out.outputs[i].token_id);
+  }
+  out.execute_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,90 @@
+// model_runner: the worker's core. Owns the backend (ops), the model, the
+// paged KV cache and what the worker remembers of each request (its tokens,
+// block table and sampling parameters); turns a step_plan into a forward
+// pass, logits and sampled tokens.
+//
+// Plain class, no CAF. Runs on the worker actor's own (detached) thread.
+// Invariant: a request id is held from the plan that brings it as new until
+// a plan lists it in finished_ids.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/messages.h"
+#include "kernels/ops.h"
+#include "model/llama_model.h"
+
+namespace troupe {
+
+struct runner_limits {
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = 256;
+  int64_t max_model_len = 4096;
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;  // including the null block 0
+};
+
+class model_runner {
+ public:
+  model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
+               const runner_limits& limits);
+
+  step_output execute(const step_plan& plan);
+
+  size_t num_requests() const { return requests_.size(); }
+
+ private:
+  struct request_state {
+    std::vector<int32_t> token_ids;
+    int64_t num_prompt_tokens = 0;
+    sampling_params params;
+    uint64_t seed = 0;
+    std::vector<int32_t> block_ids;
+    int64_t num_computed_tokens = 0;
+    int64_t num_scheduled_tokens = 0;
+    int64_t prompt_logprobs_start = 1;
+  };
+  // One row of logits to compute and what to do with it.
+  struct logit_row {
+    size_t batch_index;     // into the step's request order
+    int32_t token_row;      // row of the step's hidden states
+    int64_t prompt_target;  // >= 0: prompt logprob of this position; -1: sample
+  };
+  struct host_batch {
+    std::vector<int32_t> token_ids, positions, slot_mapping;
+    std::vector<int32_t> query_start_loc, seq_lens, block_tables;
+    std::vector<logit_row> logit_rows;
+    int64_t max_blocks = 0, max_query_len = 0, max_seq_len = 0;
+  };
+
+  void apply_plan(const step_plan& plan, std::vector<request_id>& order);
+  void build_batch(const std::vector<request_id>& order, host_batch& batch);
+  void add_logit_rows(const request_state& r, size_t index, int32_t first_row,
+                      host_batch& batch);
+  forward_inputs upload(const host_batch& batch);
+  void compute_outputs(const std::vector<request_id>& order, const host_batch& batch,
+                       step_output& out);
+  void handle_row(request_state& r, const logit_row& row, const float* logits,
+                  sampled_output& out);
+
+  std::unique_ptr<ops> ops_;
+  std::unique_ptr<llama_model> model_;
+  runner_limits limits_;
+  std::vector<kv_cache_layer> kv_cache_;
+  std::unordered_map<request_id, request_state> requests_;
+  // Backend copies of the step's index arrays, sized for the limits.
+  int32_t* token_ids_dev_ = nullptr;
+  int32_t* positions_dev_ = nullptr;
+  int32_t* slot_mapping_dev_ = nullptr;
+  int32_t* query_start_loc_dev_ = nullptr;
+  int32_t* seq_lens_dev_ = nullptr;
+  int32_t* block_tables_dev_ = nullptr;
+  int32_t* logit_rows_dev_ = nullptr;
+  tensor logits_;  // [logits_chunk, vocab]
+  std::vector<float> logits_host_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,16 @@
+// The `troupe` subcommands. Each takes the arguments after its name and
+// returns the process exit status (0 ok, 1 runtime error, 2 usage/config
+// error). Errors go to stderr as one "troupe: error: ..." message.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+int run_generate(const std::vector<std::string>& args);
+
+// Prints "troupe: error: <message>" to stderr.
+void print_error(const std::string& message);
+
+}  // namespace troupe

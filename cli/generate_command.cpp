@@ -1,0 +1,188 @@
+// `troupe generate`: offline generation through the same engine (and actors)
+// as the server, with a sink that collects every request's outputs. All
+// prompts are submitted at once so they batch. stdout holds only the
+// results (one JSON line per prompt with --json); logs and the final stats
+// line go to stderr.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+#include "actors/engine.h"
+#include "cli/commands.h"
+#include "cli/generate_inputs.h"
+#include "common/json_writer.h"
+#include "config/logging.h"
+
+namespace troupe {
+
+namespace {
+
+struct sequence_result {
+  std::vector<int32_t> token_ids;
+  std::vector<token_logprobs> logprobs;
+  std::vector<token_logprobs> prompt_logprobs;
+  finish_reason finish = finish_reason::none;
+  std::string error;
+};
+
+// Collects outputs of all sequences; wait() returns when all have finished.
+class collecting_sink : public request_sink,
+                        public std::enable_shared_from_this<collecting_sink> {
+ public:
+  collecting_sink(std::mutex& mu, std::condition_variable& cv, size_t& remaining)
+      : mu_(mu), cv_(cv), remaining_(remaining) {}
+  void on_output(const request_output& o) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_.token_ids.insert(result_.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    result_.logprobs.insert(result_.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+    result_.prompt_logprobs.insert(result_.prompt_logprobs.end(), o.prompt_logprobs.begin(),
+                                   o.prompt_logprobs.end());
+    if (o.finish != finish_reason::none) {
+      result_.finish = o.finish;
+      result_.error = o.error;
+      if (--remaining_ == 0) cv_.notify_all();
+    }
+  }
+  const sequence_result& result() const { return result_; }
+
+ private:
+  std::mutex& mu_;
+  std::condition_variable& cv_;
+  size_t& remaining_;
+  sequence_result result_;
+};
+
+void write_logprobs(json_writer& w, const token_logprobs& lp) {
+  w.begin_object();
+  w.key("token_id").value(lp.token_id);
+  w.key("logprob").value(lp.logprob);
+  w.key("top_ids").array(lp.top_ids);
+  w.key("top_logprobs").array(lp.top_logprobs);
+  w.end_object();
+}
+
+std::string prompt_json(const generate_prompt& prompt,
+                        const std::vector<std::shared_ptr<collecting_sink>>& sinks) {
+  json_writer w;
+  w.begin_object();
+  w.key("prompt_ids").array(prompt.prompt_ids);
+  if (prompt.params.prompt_logprobs >= 0) {
+    w.key("prompt_logprobs").begin_array().null();
+    for (const token_logprobs& lp : sinks.front()->result().prompt_logprobs) write_logprobs(w, lp);
+    w.end_array();
+  }
+  w.key("outputs").begin_array();
+  for (const auto& sink : sinks) {
+    const sequence_result& r = sink->result();
+    w.begin_object();
+    w.key("token_ids").array(r.token_ids);
+    w.key("finish_reason").value(finish_reason_name(r.finish));
+    if (prompt.params.logprobs >= 0) {
+      w.key("logprobs").begin_array();
+      for (const token_logprobs& lp : r.logprobs) write_logprobs(w, lp);
+      w.end_array();
+    }
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.take();
+}
+
+std::string prompt_text(size_t index, const std::vector<std::shared_ptr<collecting_sink>>& sinks) {
+  std::string out;
+  for (size_t j = 0; j < sinks.size(); ++j) {
+    const sequence_result& r = sinks[j]->result();
+    out += "prompt " + std::to_string(index) + " output " + std::to_string(j) + " (" +
+           finish_reason_name(r.finish) + "):";
+    for (int32_t t : r.token_ids) out += " " + std::to_string(t);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& args) {
+  auto parsed = parse_args(args, generate_flags());
+  if (!parsed) {
+    print_error(parsed.error_message());
+    return 2;
+  }
+  const engine_config& config = parsed->config;
+  setup_logging(config.log_level);
+  auto model = config.model.empty() ? result<model_config>(make_error("")) : load_model_config(config.model);
+  std::vector<std::string> problems = validate_config(config, model ? &model.value() : nullptr);
+  if (!problems.empty()) {
+    print_error(format_config_problems(problems));
+    return 2;
+  }
+  if (!model) {
+    print_error(model.error_message());
+    return 2;
+  }
+  auto inputs = build_generate_inputs(parsed->rest, config.seed, model->vocab_size);
+  if (!inputs) {
+    print_error(inputs.error_message());
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto eng = engine::create(config);
+  if (!eng) {
+    print_error(eng.error_message());
+    return 1;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t remaining = 0;
+  for (const generate_prompt& p : inputs->prompts) remaining += static_cast<size_t>(p.params.n);
+  std::vector<std::vector<std::shared_ptr<collecting_sink>>> sinks(inputs->prompts.size());
+  const auto submit_start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < inputs->prompts.size(); ++i) {
+    const generate_prompt& p = inputs->prompts[i];
+    for (int32_t j = 0; j < p.params.n; ++j) {
+      sampling_params child = p.params;
+      child.n = 1;
+      child.seed = p.params.seed + j;  // each of n samples its own stream
+      auto sink = std::make_shared<collecting_sink>(mu, cv, remaining);
+      sinks[i].push_back(sink);
+      (*eng)->submit(p.prompt_ids, child, sink);
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return remaining == 0; });
+  }
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_start).count();
+  int status = 0;
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    for (const auto& sink : sinks[i]) {
+      if (sink->result().finish == finish_reason::error) {
+        print_error("prompt " + std::to_string(i) + ": " + sink->result().error);
+        status = 1;
+      }
+    }
+    std::cout << (inputs->json ? prompt_json(inputs->prompts[i], sinks[i]) + "\n"
+                               : prompt_text(i, sinks[i]));
+  }
+  std::cout.flush();
+  const engine_stats stats = (*eng)->stats();
+  const double hit_rate = stats.prefix_cache_queries > 0
+                              ? double(stats.prefix_cache_hits) / double(stats.prefix_cache_queries)
+                              : 0.0;
+  eng->reset();
+  std::fprintf(stderr,
+               "stats: requests=%lld prompt_tokens=%lld generated_tokens=%lld preemptions=%lld "
+               "prefix_cache_hit_rate=%.4f elapsed_s=%.3f\n",
+               static_cast<long long>(stats.num_requests_finished),
+               static_cast<long long>(stats.num_prompt_tokens),
+               static_cast<long long>(stats.num_generated_tokens),
+               static_cast<long long>(stats.num_preemptions), hit_rate, elapsed);
+  (void)start;
+  return status;
+}
+
+}  // namespace troupe

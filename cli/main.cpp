@@ -1,0 +1,54 @@
+// troupe: the command-line entry point. Dispatches to subcommands.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace troupe {
+
+void print_error(const std::string& message) {
+  std::fprintf(stderr, "troupe: error: %s\n", message.c_str());
+}
+
+namespace {
+
+constexpr const char* usage =
+    "usage: troupe <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate   offline generation through the engine:\n"
+    "             troupe generate --model DIR [--config FILE] [--<config-key> VALUE]...\n"
+    "                 (--prompt-ids 1,2,3 | --prompts-file FILE.jsonl)\n"
+    "                 [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--min-p P]\n"
+    "                 [--seed S] [--n N] [--logprobs K] [--prompt-logprobs K] [--ignore-eos]\n"
+    "                 [--json]\n"
+    "  serve      the OpenAI-compatible HTTP server (not implemented yet)\n"
+    "  version    print the version\n"
+    "\n"
+    "Every config key is also a --kebab-case flag; see docs/configuration.md.\n";
+
+}  // namespace
+}  // namespace troupe
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(troupe::usage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "generate") return troupe::run_generate(args);
+  if (command == "version" || command == "--version") {
+    std::printf("troupe 0.1.0\n");
+    return 0;
+  }
+  if (command == "serve") {
+    troupe::print_error("'serve' is not implemented yet: the HTTP server does not exist in this "
+                        "build; use 'troupe generate'");
+    return 2;
+  }
+  troupe::print_error("unknown command '" + command + "'\n" + troupe::usage);
+  return 2;
+}

@@ -1,0 +1,55 @@
+// Building an engine_config: defaults, then `--config FILE.yaml`, then
+// command-line flags (--kebab-case for every key). Every problem is collected
+// (never just the first): unknown keys with the nearest valid name, wrong
+// types, out-of-range values, and features that do not exist yet.
+//
+// Command-specific flags (e.g. `generate --max-tokens`) are not config keys:
+// the caller names them in `command_flags` and receives them in `rest`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "config/engine_config.h"
+#include "model/model_config.h"
+
+namespace troupe {
+
+struct command_flag {
+  std::string name;       // without dashes, e.g. "max-tokens"
+  bool takes_value = true;
+};
+
+struct parsed_args {
+  engine_config config;                // defaults < file < flags; NOT validated
+  std::vector<std::pair<std::string, std::string>> rest;  // command flags in order
+  std::string config_file;             // "" when none
+};
+
+// Parses argv (without program name and subcommand). Fails with every problem
+// found: unknown flag (suggesting the nearest config key or command flag),
+// missing value, bad value type, YAML file unreadable / not a mapping /
+// unknown key (suggestion) / wrong type (naming the key path).
+result<parsed_args> parse_args(const std::vector<std::string>& args,
+                               const std::vector<command_flag>& command_flags);
+
+// Loads only a YAML file over `base` (used by parse_args; exposed for tests).
+result<engine_config> load_config_file(const std::string& path, engine_config base);
+
+// Validates a config, with the model's config when known. Returns one string
+// per problem, each "key: message", in schema order; empty when valid.
+std::vector<std::string> validate_config(const engine_config& config,
+                                         const model_config* model);
+
+// Formats problems as the one error users see:
+// "invalid configuration (2 problems):\n  - block_size: ...\n  - port: ...".
+std::string format_config_problems(const std::vector<std::string>& problems);
+
+// All config keys, snake_case, in schema order (for help and suggestions).
+const std::vector<std::string>& config_keys();
+
+// Levenshtein-nearest of `candidates` to `word`, or "" when none is close.
+std::string nearest_name(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace troupe

@@ -1,0 +1,181 @@
+// Validating an engine_config: every problem, each "key: message", in schema
+// order. Checks are grouped by the schema's sections; each quotes the
+// offending value so the user can find it in their file or command line.
+#include <algorithm>
+#include <charconv>
+#include <initializer_list>
+
+#include "config/config_loader.h"
+
+namespace troupe {
+namespace {
+
+using problem_list = std::vector<std::string>;
+
+// Shortest text that reads back as `v` ("1.5", "0", "2").
+std::string number_text(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+std::string join(std::initializer_list<const char*> items) {
+  std::string s;
+  for (const char* item : items) s += (s.empty() ? "" : ", ") + std::string(item);
+  return s;
+}
+
+// True when `value` is one of `options`; otherwise records the problem.
+bool check_one_of(const std::string& key, const std::string& value,
+                  std::initializer_list<const char*> options, problem_list& out) {
+  if (std::find(options.begin(), options.end(), value) != options.end()) return true;
+  out.push_back(key + ": '" + value + "' is not one of " + join(options));
+  return false;
+}
+
+bool check_at_least_one(const std::string& key, int64_t value, problem_list& out) {
+  if (value >= 1) return true;
+  out.push_back(key + ": " + std::to_string(value) + " must be >= 1");
+  return false;
+}
+
+void check_model_section(const engine_config& c, const model_config* model,
+                         problem_list& out) {
+  if (c.model.empty()) out.push_back("model: required (a folder with config.json)");
+  for (size_t i = 0; i < c.served_model_name.size(); ++i) {
+    if (c.served_model_name[i].empty()) {
+      out.push_back("served_model_name[" + std::to_string(i) + "]: must not be empty");
+    }
+  }
+  if (check_one_of("backend", c.backend, {"auto", "cpu", "cuda"}, out) && c.backend == "cuda") {
+    out.push_back("backend: 'cuda' is not supported yet (this build has only the cpu backend)");
+  }
+  if (check_one_of("dtype", c.dtype, {"auto", "float32", "bfloat16", "float16"}, out) &&
+      (c.dtype == "bfloat16" || c.dtype == "float16")) {
+    out.push_back("dtype: '" + c.dtype + "' is not supported by the cpu backend (float32 only)");
+  }
+  check_one_of("load_format", c.load_format, {"auto", "dummy"}, out);
+  if (c.max_model_len && check_at_least_one("max_model_len", *c.max_model_len, out) && model &&
+      model->max_position_embeddings > 0 && *c.max_model_len > model->max_position_embeddings) {
+    out.push_back("max_model_len: " + std::to_string(*c.max_model_len) +
+                  " exceeds the model's max_position_embeddings " +
+                  std::to_string(model->max_position_embeddings));
+  }
+}
+
+void check_kv_cache_section(const engine_config& c, problem_list& out) {
+  const int64_t b = c.block_size;
+  if (b < 8 || b > 128 || (b & (b - 1)) != 0) {
+    out.push_back("block_size: " + std::to_string(b) + " must be a power of two in 8..128");
+  }
+  if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1)) {
+    out.push_back("gpu_memory_utilization: " + number_text(c.gpu_memory_utilization) +
+                  " must be in (0, 1]");
+  }
+  if (c.num_gpu_blocks_override) {
+    check_at_least_one("num_gpu_blocks_override", *c.num_gpu_blocks_override, out);
+  }
+  if (c.swap_space < 0) {
+    out.push_back("swap_space: " + number_text(c.swap_space) + " must be >= 0");
+  } else if (c.swap_space > 0) {
+    out.push_back("swap_space: swapping preempted requests is not supported yet (use 0)");
+  }
+  if (!(c.cpu_kvcache_space > 0)) {
+    out.push_back("cpu_kvcache_space: " + number_text(c.cpu_kvcache_space) + " must be > 0");
+  }
+  if (c.enable_prefix_caching) {
+    out.push_back("enable_prefix_caching: prefix caching is not supported yet");
+  }
+}
+
+void check_scheduler_section(const engine_config& c, const model_config* model,
+                             problem_list& out) {
+  const bool seqs_ok = check_at_least_one("max_num_seqs", c.max_num_seqs, out);
+  const bool tokens_ok =
+      check_at_least_one("max_num_batched_tokens", c.max_num_batched_tokens, out);
+  const std::string tokens = std::to_string(c.max_num_batched_tokens);
+  if (seqs_ok && tokens_ok && c.max_num_batched_tokens < c.max_num_seqs) {
+    out.push_back("max_num_batched_tokens: " + tokens + " is smaller than max_num_seqs " +
+                  std::to_string(c.max_num_seqs));
+  }
+  int64_t max_model_len = 0;  // 0: not known
+  if (c.max_model_len) max_model_len = *c.max_model_len;
+  else if (model) max_model_len = model->max_position_embeddings;
+  if (tokens_ok && !c.enable_chunked_prefill && max_model_len > 0 &&
+      c.max_num_batched_tokens < max_model_len) {
+    out.push_back("max_num_batched_tokens: " + tokens + " is smaller than max_model_len " +
+                  std::to_string(max_model_len) + " and enable_chunked_prefill is false");
+  }
+  if (check_one_of("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}, out) &&
+      c.scheduling_policy == "priority") {
+    out.push_back("scheduling_policy: 'priority' is not supported yet (use fcfs)");
+  }
+}
+
+void check_execution_section(const engine_config& c, const model_config* model,
+                             problem_list& out) {
+  const int64_t tp = c.tensor_parallel_size;
+  if (check_at_least_one("tensor_parallel_size", tp, out)) {
+    if (model && model->num_attention_heads > 0 && model->num_attention_heads % tp != 0) {
+      out.push_back("tensor_parallel_size: " + std::to_string(tp) +
+                    " does not divide num_attention_heads " +
+                    std::to_string(model->num_attention_heads));
+    }
+    if (tp > 1) {
+      out.push_back("tensor_parallel_size: tensor parallelism is not supported yet (use 1)");
+    }
+  }
+  if (!c.speculative_config.empty()) {
+    out.push_back("speculative_config: speculative decoding is not supported yet");
+  }
+}
+
+void check_lora_section(const engine_config& c, problem_list& out) {
+  if (c.enable_lora) out.push_back("enable_lora: LoRA is not supported yet");
+  if (!c.lora_modules.empty() && !c.enable_lora) {
+    out.push_back("lora_modules: requires enable_lora: true");
+  }
+  for (size_t i = 0; i < c.lora_modules.size(); ++i) {
+    const lora_module& m = c.lora_modules[i];
+    if (m.name.empty() || m.path.empty()) {
+      out.push_back("lora_modules[" + std::to_string(i) + "]: needs a name and a path");
+    }
+  }
+  check_at_least_one("max_loras", c.max_loras, out);
+  static const int64_t ranks[] = {1, 8, 16, 32, 64, 128, 256, 320, 512};
+  if (std::find(std::begin(ranks), std::end(ranks), c.max_lora_rank) == std::end(ranks)) {
+    out.push_back("max_lora_rank: " + std::to_string(c.max_lora_rank) +
+                  " is not one of 1, 8, 16, 32, 64, 128, 256, 320, 512");
+  }
+}
+
+void check_server_section(const engine_config& c, problem_list& out) {
+  if (c.host.empty()) out.push_back("host: must not be empty");
+  if (c.port < 1 || c.port > 65535) {
+    out.push_back("port: " + std::to_string(c.port) + " must be in 1..65535");
+  }
+  check_one_of("log_level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}, out);
+}
+
+}  // namespace
+
+std::vector<std::string> validate_config(const engine_config& config,
+                                         const model_config* model) {
+  problem_list out;
+  check_model_section(config, model, out);
+  check_kv_cache_section(config, out);
+  check_scheduler_section(config, model, out);
+  check_execution_section(config, model, out);
+  check_lora_section(config, out);
+  check_server_section(config, out);
+  return out;
+}
+
+std::string format_config_problems(const std::vector<std::string>& problems) {
+  std::string s = "invalid configuration (" + std::to_string(problems.size()) +
+                  (problems.size() == 1 ? " problem):" : " problems):");
+  for (const std::string& p : problems) s += "\n  - " + p;
+  return s;
+}
+
+}  // namespace troupe

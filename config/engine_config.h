@@ -1,0 +1,69 @@
+// engine_config: the one deployment schema. Field names are vLLM's option
+// names (snake_case in YAML, --kebab-case on the command line). Loaded from
+// defaults, then a YAML file, then command-line flags (CLI > file > defaults),
+// validated once (every problem reported at once, each with its key), and
+// immutable afterwards: derived values (KV block count, clamped lengths) live
+// in engine_limits, never here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+struct lora_module {
+  std::string name;
+  std::string path;
+};
+
+struct engine_config {
+  // Model and tokenizer.
+  std::string model;                 // folder with config.json (+ safetensors)
+  std::string tokenizer;             // folder; defaults to `model`
+  std::vector<std::string> served_model_name;  // defaults to [model]
+  bool skip_tokenizer_init = false;
+  std::string backend = "auto";      // auto | cpu | cuda
+  std::string dtype = "auto";        // auto | float32 | bfloat16 | float16
+  std::string load_format = "auto";  // auto | dummy
+  int64_t seed = 0;
+  std::optional<int64_t> max_model_len;  // default: max_position_embeddings
+
+  // KV cache.
+  int64_t block_size = 16;
+  double gpu_memory_utilization = 0.9;
+  std::optional<int64_t> num_gpu_blocks_override;
+  double swap_space = 0;             // GiB of host memory for swapped blocks
+  double cpu_kvcache_space = 4;      // GiB of KV cache on the cpu backend
+  bool enable_prefix_caching = false;
+
+  // Scheduler.
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  bool enable_chunked_prefill = true;
+  std::string scheduling_policy = "fcfs";  // fcfs | priority
+
+  // Execution.
+  bool enforce_eager = false;
+  int64_t tensor_parallel_size = 1;
+  // speculative_config as written (a mapping of scalars), empty when unset.
+  std::map<std::string, std::string> speculative_config;
+
+  // LoRA.
+  bool enable_lora = false;
+  std::vector<lora_module> lora_modules;
+  int64_t max_loras = 1;
+  int64_t max_lora_rank = 16;
+
+  // Server.
+  std::string host = "0.0.0.0";
+  int64_t port = 8000;
+  std::string api_key;
+
+  // Logging.
+  std::string log_level = "info";  // trace | debug | info | warn | error | off
+};
+
+}  // namespace troupe

@@ -1,0 +1,93 @@
+// Paged attention on the CPU: for every (sequence, query token, head), an
+// online-softmax pass over the keys the token may see (causal), reading K and
+// V through the sequence's block table. Numerically the reference the CUDA
+// kernels are checked against.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/check.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace troupe {
+
+namespace {
+
+struct attention_job {
+  const float* q;  // [head_dim]
+  float* out;      // [head_dim]
+  const int32_t* block_table;
+  int64_t num_keys;  // keys 0 .. num_keys-1 are visible
+  int64_t kv_head;
+};
+
+void attend_one(const attention_job& job, const kv_cache_layer& cache, int64_t block_size,
+                int64_t head_dim, float scale, float* acc) {
+  float running_max = -std::numeric_limits<float>::infinity();
+  float running_sum = 0.0f;
+  std::fill(acc, acc + head_dim, 0.0f);
+  const int64_t kv_cols = cache.k.cols;
+  for (int64_t t = 0; t < job.num_keys; ++t) {
+    const int64_t slot = static_cast<int64_t>(job.block_table[t / block_size]) * block_size +
+                         t % block_size;
+    const float* key = cache.k.f32() + slot * kv_cols + job.kv_head * head_dim;
+    const float* val = cache.v.f32() + slot * kv_cols + job.kv_head * head_dim;
+    float score = 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) score += job.q[d] * key[d];
+    score *= scale;
+    if (score > running_max) {
+      const float correction = std::exp(running_max - score);
+      running_sum *= correction;
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] *= correction;
+      running_max = score;
+    }
+    const float p = std::exp(score - running_max);
+    running_sum += p;
+    for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * val[d];
+  }
+  const float inv = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;
+  for (int64_t d = 0; d < head_dim; ++d) job.out[d] = acc[d] * inv;
+}
+
+}  // namespace
+
+void cpu_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
+                              const attention_metadata& meta, int64_t num_heads,
+                              int64_t num_kv_heads, int64_t head_dim, float scale,
+                              const tensor& out) {
+  TROUPE_CHECK(num_heads % num_kv_heads == 0);
+  TROUPE_CHECK(q.cols == num_heads * head_dim && out.cols == q.cols);
+  const int64_t group = num_heads / num_kv_heads;
+  // Flatten (token, head) pairs so OpenMP balances prefill and decode alike.
+  std::vector<int32_t> token_seq(static_cast<size_t>(q.rows), -1);
+  for (int64_t s = 0; s < meta.num_seqs; ++s) {
+    for (int32_t t = meta.query_start_loc[s]; t < meta.query_start_loc[s + 1]; ++t) {
+      token_seq[static_cast<size_t>(t)] = static_cast<int32_t>(s);
+    }
+  }
+  const int64_t total = q.rows * num_heads;
+#pragma omp parallel
+  {
+    std::vector<float> acc(static_cast<size_t>(head_dim));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t job_index = 0; job_index < total; ++job_index) {
+      const int64_t token = job_index / num_heads;
+      const int64_t head = job_index % num_heads;
+      const int32_t s = token_seq[static_cast<size_t>(token)];
+      if (s < 0) continue;  // padding token outside every sequence
+      const int64_t query_len = meta.query_start_loc[s + 1] - meta.query_start_loc[s];
+      const int64_t index_in_query = token - meta.query_start_loc[s];
+      // The token's position is seq_len - query_len + index; it sees keys 0..position.
+      attention_job job;
+      job.q = q.f32() + token * q.cols + head * head_dim;
+      job.out = out.f32() + token * out.cols + head * head_dim;
+      job.block_table = meta.block_tables + s * meta.max_blocks_per_seq;
+      job.num_keys = meta.seq_lens[s] - query_len + index_in_query + 1;
+      job.kv_head = head / group;
+      attend_one(job, cache, meta.block_size, head_dim, scale, acc.data());
+    }
+  }
+}
+
+}  // namespace troupe

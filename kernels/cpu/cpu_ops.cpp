@@ -1,0 +1,192 @@
+#include "kernels/cpu/cpu_ops.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/check.h"
+
+namespace troupe {
+
+tensor tensor::row_slice(int64_t begin, int64_t count) const {
+  TROUPE_CHECK(begin >= 0 && begin + count <= rows);
+  tensor t = *this;
+  t.data = static_cast<char*>(data) + begin * cols * static_cast<int64_t>(dtype_size(type));
+  t.rows = count;
+  return t;
+}
+
+void cpu_ops::free_deleter::operator()(void* p) const { std::free(p); }
+
+void* cpu_ops::allocate_bytes(size_t bytes) {
+  // calloc: large KV caches stay lazily mapped until written.
+  void* p = std::calloc(bytes == 0 ? 1 : bytes, 1);
+  TROUPE_CHECK_MSG(p != nullptr, "out of host memory");
+  buffers_.emplace_back(p);
+  return p;
+}
+
+tensor cpu_ops::alloc(dtype type, int64_t rows, int64_t cols) {
+  TROUPE_CHECK_MSG(type == dtype::f32, "the cpu backend computes in float32 only");
+  tensor t;
+  t.type = type;
+  t.rows = rows;
+  t.cols = cols;
+  t.data = allocate_bytes(static_cast<size_t>(rows * cols) * sizeof(float));
+  return t;
+}
+
+int32_t* cpu_ops::alloc_ints(int64_t n) {
+  return static_cast<int32_t*>(allocate_bytes(static_cast<size_t>(n) * sizeof(int32_t)));
+}
+
+void cpu_ops::upload(const float* host, const tensor& dst) {
+  std::memcpy(dst.data, host, static_cast<size_t>(dst.numel()) * sizeof(float));
+}
+
+void cpu_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
+  std::memcpy(dst, host, static_cast<size_t>(n) * sizeof(int32_t));
+}
+
+void cpu_ops::download(const tensor& src, float* host) {
+  std::memcpy(host, src.data, static_cast<size_t>(src.numel()) * sizeof(float));
+}
+
+void cpu_ops::copy(const tensor& src, const tensor& dst) {
+  TROUPE_CHECK(src.numel() == dst.numel());
+  std::memcpy(dst.data, src.data, static_cast<size_t>(src.numel()) * sizeof(float));
+}
+
+void cpu_ops::embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
+                        const tensor& out) {
+  TROUPE_CHECK(out.cols == table.cols && out.rows >= num_tokens);
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    TROUPE_CHECK(token_ids[i] >= 0 && token_ids[i] < table.rows);
+    std::memcpy(out.f32() + i * out.cols, table.f32() + token_ids[i] * table.cols,
+                static_cast<size_t>(table.cols) * sizeof(float));
+  }
+}
+
+namespace {
+
+void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  for (int64_t j = 0; j < n; ++j) out[j] = x[j] * inv * w[j];
+}
+
+}  // namespace
+
+void cpu_ops::rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) {
+  TROUPE_CHECK(w.numel() == x.cols && out.cols == x.cols);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < x.rows; ++i) {
+    rms_norm_row(x.f32() + i * x.cols, w.f32(), eps, x.cols, out.f32() + i * out.cols);
+  }
+}
+
+void cpu_ops::add_rms_norm(const tensor& residual, const tensor& x, const tensor& w,
+                           float eps, const tensor& out) {
+  TROUPE_CHECK(residual.cols == x.cols && residual.rows == x.rows);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < x.rows; ++i) {
+    float* r = residual.f32() + i * residual.cols;
+    const float* xi = x.f32() + i * x.cols;
+    for (int64_t j = 0; j < x.cols; ++j) r[j] += xi[j];
+    rms_norm_row(r, w.f32(), eps, x.cols, out.f32() + i * out.cols);
+  }
+}
+
+void cpu_ops::head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w, float eps) {
+  TROUPE_CHECK(x.cols % head_dim == 0 && w.numel() == head_dim);
+  const int64_t heads = x.cols / head_dim;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < x.rows; ++i) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* seg = x.f32() + i * x.cols + h * head_dim;
+      rms_norm_row(seg, w.f32(), eps, head_dim, seg);
+    }
+  }
+}
+
+void cpu_ops::linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) {
+  TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows);
+  if (x.rows == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(x.rows),
+              static_cast<int>(w.rows), static_cast<int>(x.cols), 1.0f, x.f32(),
+              static_cast<int>(x.cols), w.f32(), static_cast<int>(w.cols), 0.0f, out.f32(),
+              static_cast<int>(out.cols));
+  if (bias != nullptr) {
+    TROUPE_CHECK(bias->numel() == w.rows);
+    for (int64_t i = 0; i < x.rows; ++i) {
+      float* o = out.f32() + i * out.cols;
+      for (int64_t j = 0; j < w.rows; ++j) o[j] += bias->f32()[j];
+    }
+  }
+}
+
+void cpu_ops::rope(const tensor& q, const tensor& k, const int32_t* positions,
+                   int64_t head_dim, const rope_tables& tables) {
+  const int64_t half = head_dim / 2;
+  TROUPE_CHECK(tables.cos.cols == half && q.rows == k.rows);
+  auto rotate = [&](const tensor& t, int64_t row) {
+    const int32_t pos = positions[row];
+    TROUPE_CHECK(pos >= 0 && pos < tables.cos.rows);
+    const float* c = tables.cos.f32() + pos * half;
+    const float* s = tables.sin.f32() + pos * half;
+    for (int64_t h = 0; h < t.cols / head_dim; ++h) {
+      float* x = t.f32() + row * t.cols + h * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const float x1 = x[j];
+        const float x2 = x[j + half];
+        x[j] = x1 * c[j] - x2 * s[j];
+        x[j + half] = x2 * c[j] + x1 * s[j];
+      }
+    }
+  };
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < q.rows; ++i) {
+    rotate(q, i);
+    rotate(k, i);
+  }
+}
+
+void cpu_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
+                             const kv_cache_layer& cache) {
+  TROUPE_CHECK(k.cols == cache.k.cols && v.cols == cache.v.cols);
+  const size_t row_bytes = static_cast<size_t>(k.cols) * sizeof(float);
+  for (int64_t i = 0; i < k.rows; ++i) {
+    const int32_t slot = slot_mapping[i];
+    if (slot < 0) continue;  // padding
+    TROUPE_CHECK(slot < cache.k.rows);
+    std::memcpy(cache.k.f32() + slot * cache.k.cols, k.f32() + i * k.cols, row_bytes);
+    std::memcpy(cache.v.f32() + slot * cache.v.cols, v.f32() + i * v.cols, row_bytes);
+  }
+}
+
+void cpu_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
+  const int64_t d = gate_up.cols / 2;
+  TROUPE_CHECK(out.cols == d);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < gate_up.rows; ++i) {
+    const float* g = gate_up.f32() + i * gate_up.cols;
+    const float* u = g + d;
+    float* o = out.f32() + i * out.cols;
+    for (int64_t j = 0; j < d; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+  }
+}
+
+void cpu_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n,
+                          const tensor& out) {
+  TROUPE_CHECK(out.cols == x.cols && out.rows >= n);
+  for (int64_t i = 0; i < n; ++i) {
+    TROUPE_CHECK(indices[i] >= 0 && indices[i] < x.rows);
+    std::memcpy(out.f32() + i * out.cols, x.f32() + indices[i] * x.cols,
+                static_cast<size_t>(x.cols) * sizeof(float));
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,53 @@
+// cpu_ops: the float32 reference backend. Host memory, OpenBLAS for the dense
+// GEMMs, OpenMP over rows / heads elsewhere. Owns every buffer it hands out
+// (freed with the object). Used from one thread at a time (the worker's).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace troupe {
+
+class cpu_ops final : public ops {
+ public:
+  cpu_ops() = default;
+  backend_kind kind() const override { return backend_kind::cpu; }
+
+  tensor alloc(dtype type, int64_t rows, int64_t cols) override;
+  int32_t* alloc_ints(int64_t n) override;
+  void upload(const float* host, const tensor& dst) override;
+  void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
+  void download(const tensor& src, float* host) override;
+  void synchronize() override {}
+
+  void copy(const tensor& src, const tensor& dst) override;
+  void embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
+                 const tensor& out) override;
+  void rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) override;
+  void add_rms_norm(const tensor& residual, const tensor& x, const tensor& w, float eps,
+                    const tensor& out) override;
+  void head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w, float eps) override;
+  void linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) override;
+  void rope(const tensor& q, const tensor& k, const int32_t* positions, int64_t head_dim,
+            const rope_tables& tables) override;
+  void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
+                      const kv_cache_layer& cache) override;
+  void paged_attention(const tensor& q, const kv_cache_layer& cache,
+                       const attention_metadata& meta, int64_t num_heads,
+                       int64_t num_kv_heads, int64_t head_dim, float scale,
+                       const tensor& out) override;
+  void silu_and_mul(const tensor& gate_up, const tensor& out) override;
+  void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
+                   const tensor& out) override;
+
+ private:
+  struct free_deleter {
+    void operator()(void* p) const;
+  };
+  void* allocate_bytes(size_t bytes);
+  std::vector<std::unique_ptr<void, free_deleter>> buffers_;
+};
+
+}  // namespace troupe

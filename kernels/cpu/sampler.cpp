@@ -1,0 +1,160 @@
+#include "kernels/cpu/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+#include "common/check.h"
+
+namespace troupe {
+
+namespace {
+
+constexpr float sampling_eps = 1e-5f;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// log-sum-exp of the row, in double for a stable reference.
+double log_normalizer(const float* logits, int64_t vocab) {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+  return max_logit + std::log(sum);
+}
+
+void apply_penalties(std::vector<float>& logits, const sampler_row& row) {
+  if (row.repetition_penalty != 1.0f) {
+    std::vector<bool> seen(logits.size(), false);
+    auto mark = [&](const int32_t* ids, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) seen[static_cast<size_t>(ids[i])] = true;
+    };
+    mark(row.prompt_ids, row.num_prompt_ids);
+    mark(row.output_ids, row.num_output_ids);
+    for (size_t t = 0; t < logits.size(); ++t) {
+      if (!seen[t]) continue;
+      logits[t] = logits[t] > 0 ? logits[t] / row.repetition_penalty
+                                : logits[t] * row.repetition_penalty;
+    }
+  }
+  if (row.frequency_penalty != 0.0f || row.presence_penalty != 0.0f) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (int64_t i = 0; i < row.num_output_ids; ++i) ++counts[row.output_ids[i]];
+    for (const auto& [token, count] : counts) {
+      logits[static_cast<size_t>(token)] -=
+          row.frequency_penalty * static_cast<float>(count) + row.presence_penalty;
+    }
+  }
+}
+
+int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Sorts candidates by probability (ties: lower id first) and applies the
+// min_p / top_k / top_p filters; returns the kept prefix length.
+size_t filter_candidates(const std::vector<double>& probs, std::vector<int32_t>& order,
+                         const sampler_row& row) {
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return probs[static_cast<size_t>(a)] != probs[static_cast<size_t>(b)]
+               ? probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(b)]
+               : a < b;
+  });
+  size_t keep = order.size();
+  if (row.min_p > 0.0f) {
+    const double threshold = row.min_p * probs[static_cast<size_t>(order[0])];
+    size_t n = 0;
+    while (n < keep && probs[static_cast<size_t>(order[n])] >= threshold) ++n;
+    keep = std::max<size_t>(n, 1);
+  }
+  if (row.top_k > 0) keep = std::min(keep, static_cast<size_t>(row.top_k));
+  if (row.top_p < 1.0f) {
+    double mass = 0.0;
+    for (size_t i = 0; i < keep; ++i) mass += probs[static_cast<size_t>(order[i])];
+    // Keep the smallest prefix whose share of the kept mass reaches top_p.
+    double cumulative = 0.0;
+    size_t n = 0;
+    while (n < keep) {
+      cumulative += probs[static_cast<size_t>(order[n])] / mass;
+      ++n;
+      if (cumulative >= row.top_p) break;
+    }
+    keep = std::max<size_t>(n, 1);
+  }
+  return keep;
+}
+
+int32_t sample_random(const std::vector<float>& logits, const sampler_row& row) {
+  const size_t vocab = logits.size();
+  std::vector<double> probs(vocab);
+  double max_scaled = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < vocab; ++i) {
+    probs[i] = static_cast<double>(logits[i]) / row.temperature;
+    max_scaled = std::max(max_scaled, probs[i]);
+  }
+  double total = 0.0;
+  for (double& p : probs) {
+    p = std::exp(p - max_scaled);
+    total += p;
+  }
+  for (double& p : probs) p /= total;
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  const size_t keep = filter_candidates(probs, order, row);
+  double kept_mass = 0.0;
+  for (size_t i = 0; i < keep; ++i) kept_mass += probs[static_cast<size_t>(order[i])];
+  const double target = sampler_uniform(row.seed, row.step) * kept_mass;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    cumulative += probs[static_cast<size_t>(order[i])];
+    if (target < cumulative) return order[i];
+  }
+  return order[keep - 1];
+}
+
+}  // namespace
+
+double sampler_uniform(uint64_t seed, uint64_t step) {
+  const uint64_t bits = splitmix64(splitmix64(seed) ^ splitmix64(step + 0x632be59bd9b4e019ULL));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+token_logprobs logprobs_of(const float* logits, int64_t vocab, int32_t token_id, int32_t k) {
+  TROUPE_CHECK(token_id >= 0 && token_id < vocab);
+  const double norm = log_normalizer(logits, vocab);
+  token_logprobs out;
+  out.token_id = token_id;
+  out.logprob = static_cast<float>(logits[token_id] - norm);
+  const int64_t kk = std::min<int64_t>(std::max(k, 0), vocab);
+  std::vector<int32_t> order(static_cast<size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  for (int64_t i = 0; i < kk; ++i) {
+    out.top_ids.push_back(order[static_cast<size_t>(i)]);
+    out.top_logprobs.push_back(static_cast<float>(logits[order[static_cast<size_t>(i)]] - norm));
+  }
+  return out;
+}
+
+sample_result sample_row(const float* logits, int64_t vocab, const sampler_row& row) {
+  TROUPE_CHECK(vocab >= 1);
+  std::vector<float> work(logits, logits + vocab);
+  apply_penalties(work, row);
+  sample_result result;
+  result.token_id = row.temperature < sampling_eps ? argmax(work) : sample_random(work, row);
+  if (row.num_logprobs >= 0) {
+    result.logprobs = logprobs_of(logits, vocab, result.token_id, row.num_logprobs);
+  }
+  return result;
+}
+
+}  // namespace troupe

@@ -1,0 +1,110 @@
+// ops: the operator interface a model definition is written against. The CPU
+// backend (kernels/cpu) implements it now; the CUDA backend implements the
+// same interface with device memory and a stream.
+//
+// Memory: every tensor and index buffer passed in lives in the backend's own
+// memory (host memory for cpu, device memory for cuda), allocated through
+// alloc()/alloc_ints() and owned by the backend until it is destroyed. No op
+// allocates or synchronises with the host: a forward pass is a fixed sequence
+// of launches (CUDA-graph capturable).
+//
+// Layout: tensors are row-major 2-D [rows, cols]. Attention heads are packed
+// in the columns: q is [num_tokens, num_heads * head_dim].
+#pragma once
+
+#include <cstdint>
+
+#include "model/weights.h"  // dtype
+
+namespace troupe {
+
+struct tensor {
+  void* data = nullptr;
+  dtype type = dtype::f32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  int64_t numel() const { return rows * cols; }
+  float* f32() const { return static_cast<float*>(data); }
+  // A view of rows [begin, begin + count).
+  tensor row_slice(int64_t begin, int64_t count) const;
+};
+
+// Paged KV cache of one layer: K and V are each [num_blocks * block_size,
+// num_kv_heads * head_dim]; slot s = block_id * block_size + offset.
+struct kv_cache_layer {
+  tensor k;
+  tensor v;
+};
+
+// Where each sequence of a batch is, for attention. All pointers are backend
+// memory; the scalars are host values.
+struct attention_metadata {
+  int64_t num_seqs = 0;
+  const int32_t* query_start_loc = nullptr;  // [num_seqs + 1] offsets into tokens
+  const int32_t* seq_lens = nullptr;  // [num_seqs] context length incl. this step
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int64_t max_blocks_per_seq = 0;
+  int64_t block_size = 0;
+  int64_t max_query_len = 0;
+  int64_t max_seq_len = 0;
+};
+
+// RoPE tables, [max_position, head_dim / 2] each, built on the host by the
+// model (which knows the scaling rule) and uploaded once.
+struct rope_tables {
+  tensor cos;
+  tensor sin;
+};
+
+enum class backend_kind { cpu, cuda };
+
+class ops {
+ public:
+  virtual ~ops() = default;
+  virtual backend_kind kind() const = 0;
+
+  // Memory (owned by the backend).
+  virtual tensor alloc(dtype type, int64_t rows, int64_t cols) = 0;
+  virtual int32_t* alloc_ints(int64_t n) = 0;
+  virtual void upload(const float* host, const tensor& dst) = 0;  // converts to dst.type
+  virtual void upload_ints(const int32_t* host, int32_t* dst, int64_t n) = 0;
+  virtual void download(const tensor& src, float* host) = 0;  // converts to f32
+  virtual void synchronize() = 0;
+
+  // dst = src (same shape).
+  virtual void copy(const tensor& src, const tensor& dst) = 0;
+  // out[i] = table[token_ids[i]]
+  virtual void embedding(const int32_t* token_ids, int64_t num_tokens,
+                         const tensor& table, const tensor& out) = 0;
+  // out = rms_norm(x) * w, row-wise.
+  virtual void rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) = 0;
+  // residual += x; out = rms_norm(residual) * w (the fused pre-norm of a block).
+  virtual void add_rms_norm(const tensor& residual, const tensor& x, const tensor& w,
+                            float eps, const tensor& out) = 0;
+  // In place, each head_dim-wide segment of every row: x = rms_norm(x) * w.
+  virtual void head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w,
+                             float eps) = 0;
+  // out = x * w^T (+ bias), w is [out_features, in_features] as HF stores it.
+  virtual void linear(const tensor& x, const tensor& w, const tensor* bias,
+                      const tensor& out) = 0;
+  // Rotary embedding (rotate-half / NeoX layout) of q and k in place.
+  virtual void rope(const tensor& q, const tensor& k, const int32_t* positions,
+                    int64_t head_dim, const rope_tables& tables) = 0;
+  // Writes k and v rows to the cache at slot_mapping (slot -1: skipped).
+  virtual void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
+                              const kv_cache_layer& cache) = 0;
+  // Causal attention of q over the paged cache (which already holds this
+  // step's keys and values). GQA: query head h reads KV head h / (H / Hkv).
+  virtual void paged_attention(const tensor& q, const kv_cache_layer& cache,
+                               const attention_metadata& meta, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim, float scale,
+                               const tensor& out) = 0;
+  // gate_up is [n, 2 * d]: out = silu(gate_up[:, :d]) * gate_up[:, d:].
+  virtual void silu_and_mul(const tensor& gate_up, const tensor& out) = 0;
+  // out[i] = x[indices[i]]
+  virtual void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
+                           const tensor& out) = 0;
+};
+
+}  // namespace troupe

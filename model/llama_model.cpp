@@ -1,0 +1,186 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+
+#include "model/rope.h"
+
+namespace troupe {
+
+namespace {
+
+// Collects (name, shape, destination) loads so progress can count them.
+struct weight_load {
+  std::string name;
+  std::vector<int64_t> shape;
+  tensor dst;
+  int64_t row_offset = 0;  // for stacked weights (gate_up)
+};
+
+std::string layer_name(int64_t i, const char* suffix) {
+  return "model.layers." + std::to_string(i) + "." + suffix;
+}
+
+}  // namespace
+
+llama_model::llama_model(const model_config& config, ops& backend, int64_t max_num_tokens)
+    : config_(config), ops_(backend), max_num_tokens_(max_num_tokens) {}
+
+result<std::unique_ptr<llama_model>> llama_model::create(
+    const model_config& config, ops& backend, const weight_source& source,
+    int64_t max_num_tokens, int64_t max_position,
+    const std::function<void(int64_t, int64_t)>& progress) {
+  std::unique_ptr<llama_model> model(new llama_model(config, backend, max_num_tokens));
+  if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
+  model->allocate_workspace();
+  model->build_rope(max_position);
+  return model;
+}
+
+status llama_model::load_weights(const weight_source& source,
+                                 const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t h = config_.hidden_size;
+  const int64_t d = config_.head_dim;
+  const int64_t q_cols = config_.num_attention_heads * d;
+  const int64_t kv_cols = config_.num_key_value_heads * d;
+  const int64_t inter = config_.intermediate_size;
+  std::vector<weight_load> loads;
+  auto add = [&](const std::string& name, int64_t rows, int64_t cols, tensor& dst) {
+    dst = ops_.alloc(dtype::f32, rows, cols);
+    loads.push_back({name, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, dst, 0});
+  };
+  add("model.embed_tokens.weight", config_.vocab_size, h, embed_tokens_);
+  add("model.norm.weight", h, 1, final_norm_);
+  if (config_.tie_word_embeddings) {
+    lm_head_ = embed_tokens_;
+  } else {
+    add("lm_head.weight", config_.vocab_size, h, lm_head_);
+  }
+  layers_.resize(static_cast<size_t>(config_.num_hidden_layers));
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    layer_weights& w = layers_[static_cast<size_t>(i)];
+    add(layer_name(i, "input_layernorm.weight"), h, 1, w.input_norm);
+    add(layer_name(i, "post_attention_layernorm.weight"), h, 1, w.post_attention_norm);
+    add(layer_name(i, "self_attn.q_proj.weight"), q_cols, h, w.q_proj);
+    add(layer_name(i, "self_attn.k_proj.weight"), kv_cols, h, w.k_proj);
+    add(layer_name(i, "self_attn.v_proj.weight"), kv_cols, h, w.v_proj);
+    add(layer_name(i, "self_attn.o_proj.weight"), h, q_cols, w.o_proj);
+    if (config_.attention_bias) {
+      add(layer_name(i, "self_attn.q_proj.bias"), q_cols, 1, w.q_bias);
+      add(layer_name(i, "self_attn.k_proj.bias"), kv_cols, 1, w.k_bias);
+      add(layer_name(i, "self_attn.v_proj.bias"), kv_cols, 1, w.v_bias);
+    }
+    if (config_.qk_norm) {
+      add(layer_name(i, "self_attn.q_norm.weight"), d, 1, w.q_norm);
+      add(layer_name(i, "self_attn.k_norm.weight"), d, 1, w.k_norm);
+    }
+    w.gate_up_proj = ops_.alloc(dtype::f32, 2 * inter, h);
+    loads.push_back({layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0});
+    loads.push_back({layer_name(i, "mlp.up_proj.weight"), {inter, h}, w.gate_up_proj, inter});
+    add(layer_name(i, "mlp.down_proj.weight"), h, inter, w.down_proj);
+  }
+  std::vector<float> host;
+  const int64_t total = static_cast<int64_t>(loads.size());
+  for (int64_t n = 0; n < total; ++n) {
+    const weight_load& load = loads[static_cast<size_t>(n)];
+    int64_t count = 1;
+    for (int64_t dim : load.shape) count *= dim;
+    host.resize(static_cast<size_t>(count));
+    if (source.ckpt != nullptr) {
+      if (status s = source.ckpt->read_f32(load.name, load.shape, host.data()); !s.ok()) return s;
+    } else {
+      const bool is_norm = load.name.find("norm") != std::string::npos;
+      fill_dummy_f32(source.dummy_seed, load.name, host.data(), host.size(), 1e-3f);
+      if (is_norm) {
+        for (float& x : host) x += 1.0f;  // keep activations at a sane scale
+      }
+    }
+    const int64_t rows = load.shape[0];
+    ops_.upload(host.data(), load.dst.row_slice(load.row_offset, rows));
+    if (progress) progress(n + 1, total);
+  }
+  return {};
+}
+
+void llama_model::allocate_workspace() {
+  const int64_t t = max_num_tokens_;
+  const int64_t h = config_.hidden_size;
+  const int64_t q_cols = config_.num_attention_heads * config_.head_dim;
+  ws_.hidden = ops_.alloc(dtype::f32, t, h);
+  ws_.residual = ops_.alloc(dtype::f32, t, h);
+  ws_.normed = ops_.alloc(dtype::f32, t, h);
+  ws_.q = ops_.alloc(dtype::f32, t, q_cols);
+  ws_.k = ops_.alloc(dtype::f32, t, kv_cols());
+  ws_.v = ops_.alloc(dtype::f32, t, kv_cols());
+  ws_.attn = ops_.alloc(dtype::f32, t, q_cols);
+  ws_.gate_up = ops_.alloc(dtype::f32, t, 2 * config_.intermediate_size);
+  ws_.act = ops_.alloc(dtype::f32, t, config_.intermediate_size);
+  ws_.selected = ops_.alloc(dtype::f32, t, h);
+}
+
+void llama_model::build_rope(int64_t max_position) {
+  std::vector<float> cos_host, sin_host;
+  rope_cos_sin(config_.rope, config_.head_dim, max_position, cos_host, sin_host);
+  rope_.cos = ops_.alloc(dtype::f32, max_position, config_.head_dim / 2);
+  rope_.sin = ops_.alloc(dtype::f32, max_position, config_.head_dim / 2);
+  ops_.upload(cos_host.data(), rope_.cos);
+  ops_.upload(sin_host.data(), rope_.sin);
+}
+
+void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
+                            const kv_cache_layer& cache, bool first) {
+  const int64_t n = in.num_tokens;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const tensor hidden = ws_.hidden.row_slice(0, n);
+  const tensor residual = ws_.residual.row_slice(0, n);
+  const tensor normed = ws_.normed.row_slice(0, n);
+  const tensor q = ws_.q.row_slice(0, n), k = ws_.k.row_slice(0, n), v = ws_.v.row_slice(0, n);
+  // `hidden` holds the previous block's output (the embedding for the first).
+  if (first) {
+    ops_.copy(hidden, residual);
+    ops_.rms_norm(hidden, w.input_norm, eps, normed);
+  } else {
+    ops_.add_rms_norm(residual, hidden, w.input_norm, eps, normed);
+  }
+  ops_.linear(normed, w.q_proj, config_.attention_bias ? &w.q_bias : nullptr, q);
+  ops_.linear(normed, w.k_proj, config_.attention_bias ? &w.k_bias : nullptr, k);
+  ops_.linear(normed, w.v_proj, config_.attention_bias ? &w.v_bias : nullptr, v);
+  if (config_.qk_norm) {
+    ops_.head_rms_norm(q, config_.head_dim, w.q_norm, eps);
+    ops_.head_rms_norm(k, config_.head_dim, w.k_norm, eps);
+  }
+  ops_.rope(q, k, in.positions, config_.head_dim, rope_);
+  ops_.write_kv_cache(k, v, in.slot_mapping, cache);
+  const tensor attn = ws_.attn.row_slice(0, n);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,
+                       config_.num_key_value_heads, config_.head_dim, scale, attn);
+  ops_.linear(attn, w.o_proj, nullptr, hidden);
+  ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
+  const tensor gate_up = ws_.gate_up.row_slice(0, n);
+  const tensor act = ws_.act.row_slice(0, n);
+  ops_.linear(normed, w.gate_up_proj, nullptr, gate_up);
+  ops_.silu_and_mul(gate_up, act);
+  ops_.linear(act, w.down_proj, nullptr, hidden);
+}
+
+void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_layer>& cache) {
+  TROUPE_CHECK(in.num_tokens > 0 && in.num_tokens <= max_num_tokens_);
+  TROUPE_CHECK(cache.size() == layers_.size());
+  const int64_t n = in.num_tokens;
+  const tensor hidden = ws_.hidden.row_slice(0, n);
+  const tensor residual = ws_.residual.row_slice(0, n);
+  ops_.embedding(in.token_ids, n, embed_tokens_, hidden);
+  for (size_t i = 0; i < layers_.size(); ++i) run_layer(layers_[i], in, cache[i], i == 0);
+  ops_.add_rms_norm(residual, hidden, final_norm_, static_cast<float>(config_.rms_norm_eps),
+                    ws_.normed.row_slice(0, n));
+  last_num_tokens_ = n;
+}
+
+void llama_model::compute_logits(const int32_t* row_indices, int64_t n, const tensor& out) {
+  TROUPE_CHECK(n > 0 && n <= max_num_tokens_ && out.rows >= n);
+  const tensor selected = ws_.selected.row_slice(0, n);
+  ops_.gather_rows(ws_.normed.row_slice(0, last_num_tokens_), row_indices, n, selected);
+  ops_.linear(selected, lm_head_, nullptr, out.row_slice(0, n));
+}
+
+}  // namespace troupe

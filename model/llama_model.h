@@ -1,0 +1,93 @@
+// llama_model: the one definition of the Llama family (Llama, Mistral, Qwen2,
+// Qwen3), written against the ops interface so every backend runs the same
+// code. Qwen2 adds q/k/v biases, Qwen3 adds per-head q/k RMSNorm; the rest is
+// configuration.
+//
+// Owns its weights and activation workspace (in the backend's memory, sized
+// for `max_num_tokens` tokens a step) and the RoPE tables. Runs on the
+// worker's thread only. The KV cache is owned by the caller (the worker).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "kernels/ops.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace troupe {
+
+// Where weights come from: a checkpoint, or dummy values from a seed.
+struct weight_source {
+  const checkpoint* ckpt = nullptr;  // null: dummy weights
+  int64_t dummy_seed = 0;
+};
+
+// One step's inputs, in backend memory (see ops.h).
+struct forward_inputs {
+  int64_t num_tokens = 0;
+  const int32_t* token_ids = nullptr;     // [num_tokens]
+  const int32_t* positions = nullptr;     // [num_tokens]
+  const int32_t* slot_mapping = nullptr;  // [num_tokens], -1 = do not cache
+  attention_metadata attention;
+};
+
+class llama_model {
+ public:
+  // Loads (or generates) every weight, reporting progress through `progress`
+  // (tensors done, tensors total). Errors name the tensor and file.
+  static result<std::unique_ptr<llama_model>> create(
+      const model_config& config, ops& backend, const weight_source& source,
+      int64_t max_num_tokens, int64_t max_position,
+      const std::function<void(int64_t, int64_t)>& progress = {});
+
+  const model_config& config() const { return config_; }
+  int64_t max_num_tokens() const { return max_num_tokens_; }
+
+  // KV cache geometry: columns of one K (or V) row.
+  int64_t kv_cols() const { return config_.num_key_value_heads * config_.head_dim; }
+
+  // Runs every layer for the step's tokens, writing their K/V into `cache`
+  // (one entry per layer). Leaves the final normed hidden states inside.
+  // REQUIRES: inputs.num_tokens <= max_num_tokens().
+  void forward(const forward_inputs& inputs, const std::vector<kv_cache_layer>& cache);
+
+  // Logits of hidden rows `row_indices` (backend memory) of the last
+  // forward: out is [n, vocab]. REQUIRES: n <= max_num_tokens().
+  void compute_logits(const int32_t* row_indices, int64_t n, const tensor& out);
+
+ private:
+  struct layer_weights {
+    tensor input_norm, post_attention_norm;
+    tensor q_proj, k_proj, v_proj, o_proj;
+    tensor q_bias, k_bias, v_bias;  // Qwen2 only
+    tensor q_norm, k_norm;          // Qwen3 only
+    tensor gate_up_proj, down_proj;  // gate and up stacked: [2 * intermediate, hidden]
+  };
+  struct workspace {
+    tensor hidden, residual, normed, q, k, v, attn, gate_up, act, selected;
+  };
+
+  llama_model(const model_config& config, ops& backend, int64_t max_num_tokens);
+  status load_weights(const weight_source& source,
+                      const std::function<void(int64_t, int64_t)>& progress);
+  void allocate_workspace();
+  void build_rope(int64_t max_position);
+  void run_layer(const layer_weights& w, const forward_inputs& in, const kv_cache_layer& cache,
+                 bool first);
+
+  model_config config_;
+  ops& ops_;
+  int64_t max_num_tokens_;
+  tensor embed_tokens_, final_norm_, lm_head_;
+  std::vector<layer_weights> layers_;
+  rope_tables rope_;
+  workspace ws_;
+  int64_t last_num_tokens_ = 0;
+};
+
+}  // namespace troupe

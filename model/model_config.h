@@ -1,0 +1,62 @@
+// model_config: what a Hugging Face config.json (plus generation_config.json)
+// says about a decoder-only transformer of the Llama family (Llama, Mistral,
+// Qwen2, Qwen3). Parsed once at start; immutable afterwards.
+//
+// Accepts RoPE written either as `rope_theta` + `rope_scaling` (hub
+// checkpoints) or as `rope_parameters` (transformers 5).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace troupe {
+
+enum class rope_type { default_, linear, llama3 };
+
+struct rope_config {
+  rope_type type = rope_type::default_;
+  double theta = 10000.0;
+  double factor = 1.0;                       // linear and llama3
+  double low_freq_factor = 1.0;              // llama3
+  double high_freq_factor = 4.0;             // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3
+};
+
+struct model_config {
+  std::string architecture;  // e.g. "LlamaForCausalLM"
+  std::string model_type;    // e.g. "llama"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // explicit, or hidden_size / num_attention_heads
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
+  rope_config rope;
+  std::string torch_dtype = "float32";  // `dtype` or `torch_dtype`
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;  // config.json plus generation_config.json
+};
+
+// The architectures this build can run, for error messages.
+const std::vector<std::string>& supported_architectures();
+
+// Reads DIR/config.json (required) and DIR/generation_config.json (optional).
+// Errors name the file and the key: a missing folder, a malformed file, an
+// unsupported architecture or RoPE type (listing the supported ones).
+result<model_config> load_model_config(const std::filesystem::path& dir);
+
+// Same, from the text of config.json (for tests and dummy configs).
+result<model_config> parse_model_config(const std::string& json_text,
+                                        const std::string& source_name);
+
+}  // namespace troupe

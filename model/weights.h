@@ -1,0 +1,92 @@
+// Checkpoint weights: safetensors files, memory-mapped, single-file or
+// sharded (model.safetensors.index.json), dtypes F32 / BF16 / F16; and
+// `load_format: dummy` weights generated from a seed.
+//
+// checkpoint owns the mappings; tensor_info::data points into them and stays
+// valid while the checkpoint lives. Not thread-safe for concurrent open, but
+// reads (read_f32) of distinct tensors may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace troupe {
+
+enum class dtype { f32, bf16, f16 };
+
+const char* dtype_name(dtype t);
+size_t dtype_size(dtype t);
+
+struct tensor_info {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // into the mapped file
+  size_t nbytes = 0;
+  std::string file;  // file name (not full path) the tensor lives in
+};
+
+// One mapped .safetensors file.
+class safetensors_file {
+ public:
+  // Errors name the file: unreadable, header length past the end, header not
+  // JSON, an unsupported dtype (naming the tensor), offsets outside the data
+  // section or not matching shape x dtype size.
+  static result<std::shared_ptr<safetensors_file>> open(const std::filesystem::path& path);
+  ~safetensors_file();
+  safetensors_file(const safetensors_file&) = delete;
+  safetensors_file& operator=(const safetensors_file&) = delete;
+
+  const std::map<std::string, tensor_info>& tensors() const { return tensors_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  safetensors_file() = default;
+  std::filesystem::path path_;
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  std::map<std::string, tensor_info> tensors_;
+};
+
+// All safetensors of a model folder: DIR/model.safetensors, or the shards
+// listed in DIR/model.safetensors.index.json ("weight_map").
+class checkpoint {
+ public:
+  // Errors: folder missing, no safetensors found, index malformed or naming a
+  // missing shard, any file's own error.
+  static result<checkpoint> open(const std::filesystem::path& dir);
+
+  const tensor_info* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  // Converts tensor `name` to float32 into out (shape product elements),
+  // after checking it exists and has exactly `shape`. Errors name the tensor
+  // and its file: "missing tensor 'model.norm.weight' (looked in model.safetensors)",
+  // "tensor 'x' in model.safetensors has shape [4, 8], expected [8, 8]".
+  status read_f32(const std::string& name, const std::vector<int64_t>& shape,
+                  float* out) const;
+
+ private:
+  std::vector<std::shared_ptr<safetensors_file>> files_;
+  std::map<std::string, const tensor_info*> by_name_;
+  std::string file_list_;  // for error messages
+};
+
+// Deterministic pseudo-random weights for `load_format: dummy`: uniform in
+// [-scale, scale] from (seed, tensor name, element index), independent of
+// thread count and of the order tensors are requested in.
+void fill_dummy_f32(int64_t seed, const std::string& name, float* out, size_t n,
+                    float scale);
+
+// Conversions used by the loaders (exact for bf16/f16 -> f32).
+float bf16_to_f32(uint16_t v);
+float f16_to_f32(uint16_t v);
+uint16_t f32_to_bf16(float v);  // round to nearest even
+
+}  // namespace troupe
