@@ -177,21 +177,35 @@ class tracking_sink : public request_sink {
 
 request_id engine::submit(std::vector<int32_t> prompt_ids, const sampling_params& params,
                           std::shared_ptr<request_sink> sink) {
-  const request_id id = impl_->next_id++;
-  add_request_msg msg;
-  msg.id = id;
-  msg.prompt_ids = std::move(prompt_ids);
-  msg.params = params;
+  std::vector<submission> one;
+  one.push_back({std::move(prompt_ids), params, std::move(sink)});
+  return submit_batch(std::move(one)).front();
+}
+
+std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
   impl* p = impl_.get();
-  auto tracked = std::make_shared<tracking_sink>(std::move(sink), [p, id] {
-    std::lock_guard<std::mutex> lock(p->mutex);
-    p->live.erase(id);
-  });
+  add_request_batch msg;
+  std::vector<request_id> ids;
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  caf::actor actor = impl_->system->spawn(request_actor, std::move(msg), impl_->scheduler,
-                                          std::static_pointer_cast<request_sink>(tracked));
-  impl_->live.emplace(id, actor);
-  return id;
+  for (submission& s : batch) {
+    const request_id id = impl_->next_id++;
+    auto tracked = std::make_shared<tracking_sink>(std::move(s.sink), [p, id] {
+      std::lock_guard<std::mutex> inner(p->mutex);
+      p->live.erase(id);
+    });
+    caf::actor actor = impl_->system->spawn(request_actor, id, impl_->scheduler,
+                                            std::static_pointer_cast<request_sink>(tracked));
+    impl_->live.emplace(id, actor);
+    add_request_msg add;
+    add.id = id;
+    add.prompt_ids = std::move(s.prompt_ids);
+    add.params = s.params;
+    add.client = actor;
+    msg.requests.push_back(std::move(add));
+    ids.push_back(id);
+  }
+  caf::anon_send(impl_->scheduler, std::move(msg));
+  return ids;
 }
 
 void engine::abort(request_id id) {

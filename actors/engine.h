@@ -50,6 +50,15 @@ class engine {
   // gets a single output with finish_reason::error).
   request_id submit(std::vector<int32_t> prompt_ids, const sampling_params& params,
                     std::shared_ptr<request_sink> sink);
+
+  // Submits several requests that the scheduler admits in one message, so
+  // they are scheduled together. Returns their ids, in order.
+  struct submission {
+    std::vector<int32_t> prompt_ids;
+    sampling_params params;
+    std::shared_ptr<request_sink> sink;
+  };
+  std::vector<request_id> submit_batch(std::vector<submission> batch);
   void abort(request_id id);
   engine_stats stats();
 

@@ -28,6 +28,12 @@ struct add_request_msg {
   caf::actor client;  // receives request_output
 };
 
+// engine -> scheduler: requests submitted together, admitted in one go (so
+// an offline batch is scheduled as a batch, whatever the thread timing).
+struct add_request_batch {
+  std::vector<add_request_msg> requests;
+};
+
 // anyone -> scheduler: stop this request (client gone, stop string hit).
 struct abort_request_msg {
   request_id id = 0;
@@ -134,6 +140,10 @@ typename Inspector::result_type inspect(Inspector& f, add_request_msg& x) {
   return f(caf::meta::type_name("add_request_msg"), x.id, x.prompt_ids, x.params, x.client);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, add_request_batch& x) {
+  return f(caf::meta::type_name("add_request_batch"), x.requests);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, abort_request_msg& x) {
   return f(caf::meta::type_name("abort_request_msg"), x.id);
 }
@@ -189,6 +199,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(troupe, (troupe::sampling_params))
 CAF_ADD_TYPE_ID(troupe, (troupe::token_logprobs))
 CAF_ADD_TYPE_ID(troupe, (troupe::add_request_msg))
+CAF_ADD_TYPE_ID(troupe, (troupe::add_request_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::abort_request_msg))
 CAF_ADD_TYPE_ID(troupe, (troupe::request_output))
 CAF_ADD_TYPE_ID(troupe, (troupe::kv_transaction))

@@ -140,6 +140,7 @@ int run_generate(const std::vector<std::string>& args) {
   for (const generate_prompt& p : inputs->prompts) remaining += static_cast<size_t>(p.params.n);
   std::vector<std::vector<std::shared_ptr<collecting_sink>>> sinks(inputs->prompts.size());
   const auto submit_start = std::chrono::steady_clock::now();
+  std::vector<engine::submission> batch;
   for (size_t i = 0; i < inputs->prompts.size(); ++i) {
     const generate_prompt& p = inputs->prompts[i];
     for (int32_t j = 0; j < p.params.n; ++j) {
@@ -148,9 +149,10 @@ int run_generate(const std::vector<std::string>& args) {
       child.seed = p.params.seed + j;  // each of n samples its own stream
       auto sink = std::make_shared<collecting_sink>(mu, cv, remaining);
       sinks[i].push_back(sink);
-      (*eng)->submit(p.prompt_ids, child, sink);
+      batch.push_back({p.prompt_ids, child, sink});
     }
   }
+  (*eng)->submit_batch(std::move(batch));
   {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return remaining == 0; });

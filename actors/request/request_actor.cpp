@@ -2,11 +2,8 @@
 
 namespace troupe {
 
-caf::behavior request_actor(caf::event_based_actor* self, add_request_msg request,
+caf::behavior request_actor(caf::event_based_actor* self, request_id id,
                             caf::actor scheduler, std::shared_ptr<request_sink> sink) {
-  const request_id id = request.id;
-  request.client = caf::actor_cast<caf::actor>(self);
-  self->send(scheduler, std::move(request));
   return {
       [self, sink](const request_output& output) {
         sink->on_output(output);

@@ -41,6 +41,20 @@ void maybe_step(self_ptr self) {
       });
 }
 
+void admit(self_ptr self, add_request_msg& msg) {
+  std::string problem =
+      self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params);
+  if (!problem.empty()) {
+    request_output out;
+    out.id = msg.id;
+    out.finish = finish_reason::error;
+    out.error = std::move(problem);
+    self->send(msg.client, std::move(out));
+    return;
+  }
+  self->state.clients.emplace(msg.id, std::move(msg.client));
+}
+
 void log_stats(self_ptr self) {
   const engine_stats now = self->state.core->stats();
   const engine_stats& before = self->state.last_logged;
@@ -79,18 +93,8 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
   self->state.last_log_time = std::chrono::steady_clock::now();
   self->delayed_send(self, log_interval, atoms::log_stats_v);
   return {
-      [self](add_request_msg& msg) {
-        std::string problem =
-            self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params);
-        if (!problem.empty()) {
-          request_output out;
-          out.id = msg.id;
-          out.finish = finish_reason::error;
-          out.error = std::move(problem);
-          self->send(msg.client, std::move(out));
-          return;
-        }
-        self->state.clients.emplace(msg.id, std::move(msg.client));
+      [self](add_request_batch& batch) {
+        for (add_request_msg& msg : batch.requests) admit(self, msg);
         maybe_step(self);
       },
       [self](const abort_request_msg& msg) {

@@ -1,0 +1,261 @@
+// Bad input to `troupe generate`: each case gets its exact message on stderr
+// and a non-zero exit status, never a crash or a silent default.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/cli/cli_runner.h"
+
+namespace troupe::testing {
+namespace {
+
+const std::vector<std::string> prompt = {"--prompt-ids", "1,2,3", "--max-tokens", "2"};
+
+run_result generate(std::vector<std::string> args) {
+  args.insert(args.begin(), "generate");
+  args.insert(args.end(), prompt.begin(), prompt.end());
+  return run_troupe(args);
+}
+
+// A copy of a fixture model folder the test may break.
+std::filesystem::path copy_model(const std::string& name) {
+  const auto dir = make_temp_dir("model");
+  for (const auto& f : std::filesystem::directory_iterator(model_dir(name))) {
+    std::filesystem::copy_file(f.path(), dir / f.path().filename());
+  }
+  return dir;
+}
+
+void write(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+void replace_in(const std::filesystem::path& p, const std::string& from, const std::string& to) {
+  std::string text = read_file(p);
+  const auto pos = text.find(from);
+  ASSERT_NE(pos, std::string::npos) << from;
+  text.replace(pos, from.size(), to);
+  write(p, text);
+}
+
+// Rewrites model.safetensors without tensor `drop` (same data section).
+void drop_tensor(const std::filesystem::path& file, const std::string& drop) {
+  const std::string bytes = read_file(file);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  const std::string header = bytes.substr(8, n);
+  simdjson::dom::parser parser;
+  simdjson::dom::object obj = parser.parse(header);
+  std::string out = "{";
+  bool first = true;
+  for (auto [key, value] : obj) {
+    if (key == drop) continue;
+    out += (first ? "\"" : ",\"") + std::string(key) + "\":" + simdjson::minify(value);
+    first = false;
+  }
+  out += "}";
+  const uint64_t m = out.size();
+  std::string result(reinterpret_cast<const char*>(&m), 8);
+  write(file, result + out + bytes.substr(8 + n));
+}
+
+TEST(cli_errors, missing_model_folder) {
+  const run_result r = generate({"--model", "/nonexistent/troupe-model"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "troupe: error: model folder '/nonexistent/troupe-model' does not exist\n");
+}
+
+TEST(cli_errors, missing_model_flag) {
+  const run_result r = generate({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model: required (a folder with config.json)"), std::string::npos) << r.err;
+}
+
+TEST(cli_errors, corrupt_safetensors_header) {
+  const auto dir = copy_model("tiny-llama");
+  std::string bytes = read_file(dir / "model.safetensors");
+  const uint64_t huge = 1ull << 40;
+  std::memcpy(bytes.data(), &huge, 8);
+  write(dir / "model.safetensors", bytes);
+  const run_result r = generate({"--model", dir.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("troupe: error: model.safetensors: corrupt header (header length "
+                       "1099511627776 exceeds file size"),
+            std::string::npos)
+      << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(cli_errors, missing_tensor) {
+  const auto dir = copy_model("tiny-llama");
+  drop_tensor(dir / "model.safetensors", "model.layers.2.mlp.up_proj.weight");
+  const run_result r = generate({"--model", dir.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("troupe: error: missing tensor 'model.layers.2.mlp.up_proj.weight' "
+                       "(looked in model.safetensors)"),
+            std::string::npos)
+      << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(cli_errors, wrong_tensor_shape) {
+  const auto dir = copy_model("tiny-llama");
+  // Claim a different hidden size: every [*, 128] weight now mismatches.
+  replace_in(dir / "config.json", "\"intermediate_size\": 256", "\"intermediate_size\": 320");
+  const run_result r = generate({"--model", dir.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("troupe: error: tensor 'model.layers.0.mlp.gate_proj.weight' in "
+                       "model.safetensors has shape [256, 128], expected [320, 128]"),
+            std::string::npos)
+      << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(cli_errors, unknown_architecture) {
+  const auto dir = copy_model("tiny-llama");
+  replace_in(dir / "config.json", "LlamaForCausalLM", "GPT2LMHeadModel");
+  const run_result r = generate({"--model", dir.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "troupe: error: unsupported architecture 'GPT2LMHeadModel' in " +
+                       (dir / "config.json").string() +
+                       " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                       "Qwen3ForCausalLM)\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(cli_errors, unsupported_rope_type) {
+  const auto dir = copy_model("tiny-llama");
+  replace_in(dir / "config.json", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"");
+  const run_result r = generate({"--model", dir.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unsupported RoPE type 'yarn'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(supported: default, linear, llama3)"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// One invalid flag: the exact one-problem message.
+void expect_config_problem(const std::vector<std::string>& flags, const std::string& problem) {
+  std::vector<std::string> args = {"--model", model_dir("tiny-llama")};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const run_result r = generate(args);
+  EXPECT_EQ(r.exit_code, 2) << problem;
+  EXPECT_EQ(r.err, "troupe: error: invalid configuration (1 problem):\n  - " + problem + "\n");
+}
+
+TEST(cli_errors, each_config_rule) {
+  expect_config_problem({"--block-size", "12"}, "block_size: 12 must be a power of two in 8..128");
+  expect_config_problem({"--block-size", "256"}, "block_size: 256 must be a power of two in 8..128");
+  expect_config_problem({"--gpu-memory-utilization", "1.5"},
+                        "gpu_memory_utilization: 1.5 must be in (0, 1]");
+  expect_config_problem({"--gpu-memory-utilization", "0"},
+                        "gpu_memory_utilization: 0 must be in (0, 1]");
+  expect_config_problem({"--max-model-len", "8192"},
+                        "max_model_len: 8192 exceeds the model's max_position_embeddings 4096");
+  expect_config_problem({"--max-num-seqs", "0"}, "max_num_seqs: 0 must be >= 1");
+  expect_config_problem({"--backend", "gpu"}, "backend: 'gpu' is not one of auto, cpu, cuda");
+  expect_config_problem({"--backend", "cuda"},
+                        "backend: 'cuda' is not supported yet (this build has only the cpu backend)");
+  expect_config_problem({"--dtype", "bfloat16"},
+                        "dtype: 'bfloat16' is not supported by the cpu backend (float32 only)");
+  expect_config_problem({"--enable-prefix-caching"},
+                        "enable_prefix_caching: prefix caching is not supported yet");
+  expect_config_problem({"--speculative-config", "{\"method\": \"ngram\"}"},
+                        "speculative_config: speculative decoding is not supported yet");
+  expect_config_problem({"--enable-lora"}, "enable_lora: LoRA is not supported yet");
+  expect_config_problem({"--swap-space", "4"},
+                        "swap_space: swapping preempted requests is not supported yet (use 0)");
+  expect_config_problem({"--port", "70000"}, "port: 70000 must be in 1..65535");
+}
+
+TEST(cli_errors, tensor_parallel_size_not_dividing_heads) {
+  std::vector<std::string> args = {"--model", model_dir("tiny-llama"), "--tensor-parallel-size", "3"};
+  const run_result r = generate(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "troupe: error: invalid configuration (2 problems):\n"
+            "  - tensor_parallel_size: 3 does not divide num_attention_heads 8\n"
+            "  - tensor_parallel_size: tensor parallelism is not supported yet (use 1)\n");
+}
+
+TEST(cli_errors, config_file_reports_every_problem) {
+  const auto dir = make_temp_dir("cfg");
+  write(dir / "deploy.yaml",
+        "model: " + model_dir("tiny-llama") +
+            "\n"
+            "max_model_lenght: 1024\n"
+            "block_size: abc\n"
+            "gpu_memory_utilization: 2\n");
+  const run_result r = generate({"--config", (dir / "deploy.yaml").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("max_model_lenght: unknown key (did you mean 'max_model_len'?)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("block_size: expected an integer, got 'abc'"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(cli_errors, command_line_overrides_file) {
+  const auto dir = make_temp_dir("cfg");
+  write(dir / "deploy.yaml", "model: " + model_dir("tiny-llama") + "\nblock_size: 12\n");
+  // The file's bad block_size is overridden by the flag: the run succeeds.
+  const run_result r = generate({"--config", (dir / "deploy.yaml").string(), "--block-size", "32"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(cli_errors, unknown_flag_suggests) {
+  const run_result r = generate({"--model", model_dir("tiny-llama"), "--max-model-lenght", "5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag '--max-model-lenght' (did you mean '--max-model-len'?)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(cli_errors, bad_prompts) {
+  run_result r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", "1,5000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "troupe: error: prompt_ids: token id 5000 is out of range for vocab_size 1024\n");
+  r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", "1,x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "troupe: error: --prompt-ids: expected an integer, got 'x'\n");
+  r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt", "hello"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("text prompts are not supported yet"), std::string::npos) << r.err;
+  r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", "1",
+                  "--temperature", "-1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "troupe: error: temperature: -1 must be >= 0\n");
+  r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", "1",
+                  "--max-model-len", "16", "--max-tokens", "1", "--num-gpu-blocks-override", "4"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<int32_t> long_prompt(20, 7);
+  std::string ids;
+  for (size_t i = 0; i < long_prompt.size(); ++i) ids += (i ? "," : "") + std::to_string(long_prompt[i]);
+  r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", ids,
+                  "--max-model-len", "16", "--max-tokens", "1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("troupe: error: prompt 0: the prompt has 20 tokens, more than "
+                       "max_model_len 16"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(cli_errors, kv_cache_too_small_for_max_model_len) {
+  const run_result r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids",
+                                   "1", "--num-gpu-blocks-override", "3", "--max-model-len", "100"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("troupe: error: the KV cache holds 48 tokens (3 blocks of 16), fewer "
+                       "than max_model_len 100"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(cli_errors, serve_is_not_silently_missing) {
+  const run_result r = run_troupe({"serve"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'serve' is not implemented yet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::testing

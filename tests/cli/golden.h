@@ -1,0 +1,119 @@
+// The fixtures' golden outputs (made by Hugging Face transformers) and the
+// comparison rule of the fixtures README (vLLM's check_logprobs_close):
+// walk the steps; while tokens agree, every reference top-5 logprob must
+// match within `tol`; the first disagreement is accepted only if each side's
+// token is in the other's top-5 and the reference's top-2 margin there is
+// within `tol`; stop comparing after it.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::testing {
+
+struct step_logprobs {
+  int64_t token = -1;
+  std::vector<int64_t> top_ids;
+  std::vector<double> top_logprobs;
+};
+
+struct golden_case {
+  std::vector<int64_t> prompt_ids;
+  std::vector<std::optional<double>> prompt_logprobs;
+  std::vector<int64_t> greedy_ids;
+  std::vector<step_logprobs> steps;
+};
+
+inline std::vector<golden_case> load_golden(const std::string& path) {
+  static simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(path);
+  std::vector<golden_case> cases;
+  for (simdjson::dom::element c : doc["cases"].get_array()) {
+    golden_case g;
+    for (int64_t id : c["prompt_ids"].get_array()) g.prompt_ids.push_back(id);
+    for (simdjson::dom::element lp : c["prompt_logprobs"].get_array()) {
+      if (lp.is_null()) g.prompt_logprobs.push_back(std::nullopt);
+      else g.prompt_logprobs.push_back(double(lp));
+    }
+    for (int64_t id : c["greedy_ids"].get_array()) g.greedy_ids.push_back(id);
+    size_t t = 0;
+    for (simdjson::dom::element s : c["steps"].get_array()) {
+      step_logprobs step;
+      step.token = g.greedy_ids[t++];
+      for (int64_t id : s["top_ids"].get_array()) step.top_ids.push_back(id);
+      for (double lp : s["top_logprobs"].get_array()) step.top_logprobs.push_back(lp);
+      g.steps.push_back(step);
+    }
+    cases.push_back(g);
+  }
+  return cases;
+}
+
+// Parses one `generate --json` output's first sequence into steps.
+inline std::vector<step_logprobs> parse_output_steps(simdjson::dom::element line) {
+  std::vector<step_logprobs> steps;
+  simdjson::dom::element out = line["outputs"].at(0);
+  for (simdjson::dom::element lp : out["logprobs"].get_array()) {
+    step_logprobs s;
+    s.token = int64_t(lp["token_id"]);
+    for (int64_t id : lp["top_ids"].get_array()) s.top_ids.push_back(id);
+    for (double v : lp["top_logprobs"].get_array()) s.top_logprobs.push_back(v);
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+inline bool contains(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t y : v) {
+    if (y == x) return true;
+  }
+  return false;
+}
+
+// "" when `ours` matches `ref` by the rule, else what went wrong.
+inline std::string compare_steps(const std::vector<step_logprobs>& ref,
+                                 const std::vector<step_logprobs>& ours, double tol) {
+  if (ours.size() != ref.size()) {
+    return "generated " + std::to_string(ours.size()) + " tokens, reference has " +
+           std::to_string(ref.size());
+  }
+  for (size_t t = 0; t < ref.size(); ++t) {
+    const step_logprobs& r = ref[t];
+    const step_logprobs& o = ours[t];
+    if (r.token != o.token) {
+      const double margin = r.top_logprobs[0] - r.top_logprobs[1];
+      if (contains(r.top_ids, o.token) && contains(o.top_ids, r.token) && margin <= tol) {
+        return "";  // an accepted near-tie; stop comparing
+      }
+      return "step " + std::to_string(t) + ": token " + std::to_string(o.token) +
+             " vs reference " + std::to_string(r.token) + " (margin " + std::to_string(margin) + ")";
+    }
+    for (size_t k = 0; k < r.top_ids.size(); ++k) {
+      // Look the reference token up among ours; a near-tie may swap ranks.
+      bool found = false;
+      for (size_t j = 0; j < o.top_ids.size(); ++j) {
+        if (o.top_ids[j] != r.top_ids[k]) continue;
+        found = true;
+        if (std::abs(o.top_logprobs[j] - r.top_logprobs[k]) > tol) {
+          return "step " + std::to_string(t) + ": logprob of " + std::to_string(r.top_ids[k]) +
+                 " is " + std::to_string(o.top_logprobs[j]) + ", reference " +
+                 std::to_string(r.top_logprobs[k]);
+        }
+      }
+      // Missing only at the last rank when our k-th and (k+1)-th tie.
+      if (!found && !(k + 1 == r.top_ids.size() &&
+                      std::abs(o.top_logprobs.back() - r.top_logprobs[k]) <= tol)) {
+        return "step " + std::to_string(t) + ": reference top id " +
+               std::to_string(r.top_ids[k]) + " missing from our top-" +
+               std::to_string(o.top_ids.size());
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace troupe::testing

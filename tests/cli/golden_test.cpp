@@ -1,0 +1,135 @@
+// The fixtures' golden outputs through `troupe generate` on the CPU backend:
+// greedy tokens, top-5 logprobs and prompt logprobs of all four tiny models
+// (Llama GQA, Llama MHA + llama3 RoPE, Qwen2 bias + tied, Qwen3 q/k norm),
+// one prompt at a time and all prompts batched under several scheduler
+// regimes (chunked prefill, small token budget, preemption by recompute).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "tests/cli/cli_runner.h"
+#include "tests/cli/golden.h"
+
+namespace troupe::testing {
+namespace {
+
+constexpr double tol = 1e-3;  // float32 CPU, fixtures README
+
+std::string golden_path(const std::string& model) { return model_dir(model) + "/golden.json"; }
+
+std::string join_ids(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+std::vector<std::string> greedy_args(const std::string& model) {
+  return {"generate", "--model", model_dir(model), "--max-tokens", "24", "--temperature", "0",
+          "--logprobs", "5", "--prompt-logprobs", "0", "--json"};
+}
+
+void check_line(const golden_case& g, simdjson::dom::element line, const std::string& where) {
+  std::vector<int64_t> prompt;
+  for (int64_t id : line["prompt_ids"].get_array()) prompt.push_back(id);
+  EXPECT_EQ(prompt, g.prompt_ids) << where;
+  const std::string problem = compare_steps(g.steps, parse_output_steps(line), tol);
+  EXPECT_EQ(problem, "") << where;
+  // Prompt logprobs: null first, then log p(prompt[i] | prompt[:i]).
+  simdjson::dom::array plp = line["prompt_logprobs"].get_array();
+  ASSERT_EQ(plp.size(), g.prompt_logprobs.size()) << where;
+  size_t i = 0;
+  for (simdjson::dom::element e : plp) {
+    if (i == 0) {
+      EXPECT_TRUE(e.is_null()) << where;
+    } else {
+      EXPECT_EQ(int64_t(e["token_id"]), g.prompt_ids[i]) << where;
+      EXPECT_NEAR(double(e["logprob"]), *g.prompt_logprobs[i], tol) << where << " position " << i;
+    }
+    ++i;
+  }
+}
+
+class golden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(golden, each_case_alone_matches_transformers) {
+  const auto cases = load_golden(golden_path(GetParam()));
+  ASSERT_EQ(cases.size(), 5u);
+  simdjson::dom::parser parser;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    auto args = greedy_args(GetParam());
+    args.push_back("--prompt-ids");
+    args.push_back(join_ids(cases[c].prompt_ids));
+    const run_result r = run_troupe(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = split_lines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    check_line(cases[c], parser.parse(lines[0]), GetParam() + " case " + std::to_string(c));
+  }
+}
+
+// All cases in one --prompts-file, under the given extra flags. Returns stderr.
+std::string run_batched(const std::string& model, const std::vector<std::string>& extra,
+                        bool longest_first = false) {
+  auto cases = load_golden(golden_path(model));
+  if (longest_first) std::reverse(cases.begin(), cases.end());
+  const auto dir = make_temp_dir("golden");
+  const auto file = dir / "prompts.jsonl";
+  {
+    std::ofstream out(file);
+    for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
+  }
+  auto args = greedy_args(model);
+  args.push_back("--prompts-file");
+  args.push_back(file.string());
+  args.insert(args.end(), extra.begin(), extra.end());
+  const run_result r = run_troupe(args);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = split_lines(r.out);
+  EXPECT_EQ(lines.size(), cases.size()) << r.out;
+  simdjson::dom::parser parser;
+  for (size_t c = 0; c < std::min(lines.size(), cases.size()); ++c) {
+    check_line(cases[c], parser.parse(lines[c]), model + " batched case " + std::to_string(c));
+  }
+  return r.err;
+}
+
+TEST_P(golden, all_cases_batched_match) {
+  const std::string err = run_batched(GetParam(), {});
+  EXPECT_EQ(stats_value(err, "requests"), 5) << err;
+  EXPECT_EQ(stats_value(err, "generated_tokens"), 5 * 24) << err;
+}
+
+TEST_P(golden, small_token_budget_chunks_prefill) {
+  run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3"});
+}
+
+TEST_P(golden, chunked_prefill_off) {
+  run_batched(GetParam(), {"--no-enable-chunked-prefill", "--max-model-len", "600",
+                           "--max-num-batched-tokens", "600"});
+}
+
+TEST_P(golden, preemption_by_recompute_keeps_results) {
+  // The 5 prompts need ~50 blocks of 16 tokens together. With 40 blocks and
+  // a 64-token budget all are admitted chunk by chunk, and the long prompt's
+  // prefill outgrows the cache while the others decode.
+  const std::string err = run_batched(
+      GetParam(), {"--num-gpu-blocks-override", "40", "--max-model-len", "560",
+                   "--max-num-batched-tokens", "64", "--max-num-seqs", "8"});
+  EXPECT_GT(stats_value(err, "preemptions"), 0) << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(models, golden,
+                         ::testing::Values("tiny-llama", "tiny-llama-mha", "tiny-qwen2",
+                                           "tiny-qwen3"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace troupe::testing
