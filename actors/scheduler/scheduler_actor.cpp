@@ -21,15 +21,23 @@ void flush_outputs(self_ptr self) {
 
 void maybe_step(self_ptr self) {
   token_budget_scheduler& core = *self->state.core;
-  if (core.step_in_flight() || !core.has_unfinished()) return;
+  if (core.step_in_flight()) return;
+  // With no work left, one more (request-less) transaction still returns the
+  // blocks of the last finished requests to the block manager.
+  if (!core.has_unfinished() && !core.has_pending_frees()) return;
   kv_transaction txn = core.schedule();
   self->request(self->state.block_manager, caf::infinite, std::move(txn))
       .then([self](const kv_grant& grant) {
         step_plan plan = self->state.core->commit(grant);
         if (plan.new_requests.empty() && plan.cached_requests.empty()) {
-          get_logger("sched")->error("a step scheduled no request while {} wait",
-                                     self->state.core->stats().num_waiting);
           flush_outputs(self);
+          if (self->state.core->has_unfinished()) {
+            // Cannot happen while admission checks hold; never spin on it.
+            get_logger("sched")->error("a step scheduled no request while {} wait",
+                                       self->state.core->stats().num_waiting);
+          } else {
+            maybe_step(self);
+          }
           return;
         }
         self->request(self->state.worker, caf::infinite, std::move(plan))

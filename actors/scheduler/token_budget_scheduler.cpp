@@ -46,12 +46,19 @@ void token_budget_scheduler::abort_request(request_id id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   const request_ptr r = it->second;
-  const bool in_step = in_flight_ && std::find(scheduled_.begin(), scheduled_.end(), r) !=
-                                         scheduled_.end();
-  if (in_step) {
-    r->aborted = true;  // finished in update(), once the step is back
-  } else {
+  if (!in_flight_) {
     finish(r, finish_reason::abort);
+  } else if (!r->aborted) {
+    r->aborted = true;  // finished when the step is back
+    pending_aborts_.push_back(r);
+  }
+}
+
+void token_budget_scheduler::finish_pending_aborts() {
+  std::vector<request_ptr> aborts = std::move(pending_aborts_);
+  pending_aborts_.clear();
+  for (const request_ptr& r : aborts) {
+    if (requests_.count(r->id) != 0) finish(r, finish_reason::abort);
   }
 }
 
@@ -151,6 +158,7 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
   step_plan plan;
   if (scheduled_.empty()) {
     in_flight_ = false;
+    finish_pending_aborts();
     return plan;
   }
   plan.step_id = ++step_id_;
@@ -223,10 +231,7 @@ void token_budget_scheduler::update(const step_output& output) {
     r->num_computed_tokens += r->num_scheduled_tokens;
     stats_.num_computed_tokens += r->num_scheduled_tokens;
     r->num_scheduled_tokens = 0;
-    if (r->aborted) {
-      finish(r, finish_reason::abort);
-      continue;
-    }
+    if (r->aborted) continue;  // finished below, its output dropped
     auto it = by_id.find(r->id);
     TROUPE_CHECK_MSG(it != by_id.end(), "worker returned no output for a scheduled request");
     request_output msg;
@@ -242,6 +247,7 @@ void token_budget_scheduler::update(const step_output& output) {
       outputs_.push_back(std::move(msg));
     }
   }
+  finish_pending_aborts();
 }
 
 void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,

@@ -51,12 +51,16 @@ class token_budget_scheduler {
   std::string add_request(request_id id, std::vector<int32_t> prompt_ids,
                           const sampling_params& params);
 
-  // Finishes a request with finish_reason::abort now, or after the step in
-  // flight if it is part of it. Unknown ids are ignored.
+  // Finishes a request with finish_reason::abort now, or, while a step is in
+  // flight, when that step returns (so the block mirror never changes between
+  // schedule() and commit()). Unknown ids are ignored.
   void abort_request(request_id id);
 
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   bool step_in_flight() const { return in_flight_; }
+  // Blocks of finished requests not yet returned to the block manager: a
+  // transaction (schedule/commit with no requests) should carry them back.
+  bool has_pending_frees() const { return !pending_free_.empty(); }
 
   // Phase 1: choose this step's requests and tokens; the KV transaction.
   kv_transaction schedule();
@@ -101,6 +105,7 @@ class token_budget_scheduler {
   void finish(const request_ptr& r, finish_reason reason, std::string error = {});
   finish_reason check_stop(const request_state& r, int32_t token) const;
   void apply_sample(request_state& r, const sampled_output& out, request_output& msg);
+  void finish_pending_aborts();
 
   scheduler_limits limits_;
   std::mt19937_64 seed_rng_;
@@ -111,6 +116,7 @@ class token_budget_scheduler {
   std::vector<request_id> pending_free_;  // blocks to free in the next transaction
   std::vector<request_id> pending_drop_;  // worker must drop these ids
   std::vector<request_output> outputs_;
+  std::vector<request_ptr> pending_aborts_;  // aborted while a step was in flight
   int64_t num_blocks_free_ = 0;
   int64_t step_id_ = 0;
   bool in_flight_ = false;

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_ops.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -16,6 +17,11 @@ tensor tensor::row_slice(int64_t begin, int64_t count) const {
   t.data = static_cast<char*>(data) + begin * cols * static_cast<int64_t>(dtype_size(type));
   t.rows = count;
   return t;
+}
+
+cpu_ops::cpu_ops() {
+  // GEMMs are parallelised by OpenMP above OpenBLAS (see linear()).
+  openblas_set_num_threads(1);
 }
 
 void cpu_ops::free_deleter::operator()(void* p) const { std::free(p); }
@@ -115,10 +121,22 @@ void cpu_ops::head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w, 
 void cpu_ops::linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) {
   TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows);
   if (x.rows == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(x.rows),
-              static_cast<int>(w.rows), static_cast<int>(x.cols), 1.0f, x.f32(),
-              static_cast<int>(x.cols), w.f32(), static_cast<int>(w.cols), 0.0f, out.f32(),
-              static_cast<int>(out.cols));
+  // OpenMP splits the output features; each thread runs a single-threaded
+  // OpenBLAS GEMM on its slice of w. One threading system only: OpenBLAS's
+  // own spinning threads would fight the OpenMP ones on a small machine.
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t chunk = (w.rows + threads - 1) / threads;
+    const int64_t begin = std::min<int64_t>(w.rows, chunk * omp_get_thread_num());
+    const int64_t count = std::min<int64_t>(chunk, w.rows - begin);
+    if (count > 0) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(x.rows),
+                  static_cast<int>(count), static_cast<int>(x.cols), 1.0f, x.f32(),
+                  static_cast<int>(x.cols), w.f32() + begin * w.cols, static_cast<int>(w.cols),
+                  0.0f, out.f32() + begin, static_cast<int>(out.cols));
+    }
+  }
   if (bias != nullptr) {
     TROUPE_CHECK(bias->numel() == w.rows);
     for (int64_t i = 0; i < x.rows; ++i) {

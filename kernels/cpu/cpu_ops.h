@@ -12,7 +12,7 @@ namespace troupe {
 
 class cpu_ops final : public ops {
  public:
-  cpu_ops() = default;
+  cpu_ops();
   backend_kind kind() const override { return backend_kind::cpu; }
 
   tensor alloc(dtype type, int64_t rows, int64_t cols) override;
