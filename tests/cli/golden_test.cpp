@@ -120,6 +120,46 @@ TEST_P(golden, preemption_by_recompute_keeps_results) {
   EXPECT_GT(stats_value(err, "preemptions"), 0) << err;
 }
 
+// The rule made explicit: one prompts-file run gives each prompt the
+// tokens it gets alone, and logprobs equal up to float32 GEMM reassociation.
+TEST_P(golden, batched_equals_alone) {
+  const auto cases = load_golden(golden_path(GetParam()));
+  simdjson::dom::parser parser;
+  std::vector<std::vector<step_logprobs>> alone;
+  for (const auto& g : cases) {
+    auto args = greedy_args(GetParam());
+    args.push_back("--prompt-ids");
+    args.push_back(join_ids(g.prompt_ids));
+    const run_result r = run_troupe(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    alone.push_back(parse_output_steps(parser.parse(split_lines(r.out).at(0))));
+  }
+  const auto dir = make_temp_dir("same");
+  {
+    std::ofstream out(dir / "p.jsonl");
+    for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
+  }
+  auto args = greedy_args(GetParam());
+  args.push_back("--prompts-file");
+  args.push_back((dir / "p.jsonl").string());
+  const run_result r = run_troupe(args);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = split_lines(r.out);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto batched = parse_output_steps(parser.parse(lines[c]));
+    ASSERT_EQ(batched.size(), alone[c].size());
+    for (size_t t = 0; t < batched.size(); ++t) {
+      EXPECT_EQ(batched[t].token, alone[c][t].token) << "case " << c << " step " << t;
+      EXPECT_EQ(batched[t].top_ids, alone[c][t].top_ids) << "case " << c << " step " << t;
+      for (size_t k = 0; k < batched[t].top_logprobs.size(); ++k) {
+        EXPECT_NEAR(batched[t].top_logprobs[k], alone[c][t].top_logprobs[k], 1e-4);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(models, golden,
                          ::testing::Values("tiny-llama", "tiny-llama-mha", "tiny-qwen2",
                                            "tiny-qwen3"),

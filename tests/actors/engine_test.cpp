@@ -1,0 +1,202 @@
+// The engine through its public API: the actors end to end on the CPU
+// backend with the tiny Llama fixture. Aborts at every stage, errors as
+// outputs, no KV block leaked once everything has finished, and shutdown
+// with requests still running.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "actors/engine.h"
+
+#ifndef TROUPE_TEST_DATA
+#define TROUPE_TEST_DATA "tests/data"
+#endif
+
+namespace troupe {
+namespace {
+
+// Records outputs; optionally aborts its request after `abort_after` tokens.
+class recording_sink : public request_sink {
+ public:
+  void on_output(const request_output& o) override {
+    std::function<void()> hook;
+    std::unique_lock<std::mutex> lock(mu_);
+    tokens_.insert(tokens_.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    if (o.finish != finish_reason::none) {
+      finish_ = o.finish;
+      error_ = o.error;
+      cv_.notify_all();
+    } else if (on_tokens_ && static_cast<int>(tokens_.size()) >= abort_after_) {
+      hook = std::move(on_tokens_);
+      on_tokens_ = nullptr;
+    }
+    lock.unlock();
+    if (hook) hook();
+  }
+  void abort_after(int n, std::function<void()> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_after_ = n;
+    on_tokens_ = std::move(hook);
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60),
+                        [&] { return finish_ != finish_reason::none; });
+  }
+  std::vector<int32_t> tokens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_;
+  }
+  finish_reason finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finish_;
+  }
+  std::string error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int32_t> tokens_;
+  finish_reason finish_ = finish_reason::none;
+  std::string error_;
+  int abort_after_ = 0;
+  std::function<void()> on_tokens_;
+};
+
+engine_config tiny_config() {
+  engine_config c;
+  c.model = std::string(TROUPE_TEST_DATA) + "/models/tiny-llama";
+  c.max_model_len = 256;
+  c.num_gpu_blocks_override = 64;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 64;
+  c.log_level = "warn";
+  return c;
+}
+
+sampling_params greedy(int max_tokens) {
+  sampling_params p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+// All blocks back in the pool once the engine is idle (the last frees travel
+// in one more transaction after the final outputs, so wait for it).
+void expect_no_leak(engine& e) {
+  engine_stats s;
+  for (int i = 0; i < 200; ++i) {
+    s = e.stats();
+    if (s.num_blocks_free == s.num_blocks_total && s.num_running + s.num_waiting == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(s.num_blocks_free, s.num_blocks_total);
+  EXPECT_EQ(s.num_running, 0);
+  EXPECT_EQ(s.num_waiting, 0);
+}
+
+TEST(engine, runs_requests_and_returns_every_block) {
+  auto e = engine::create(tiny_config());
+  ASSERT_TRUE(e.ok()) << e.error_message();
+  std::vector<std::shared_ptr<recording_sink>> sinks;
+  for (int i = 0; i < 10; ++i) {
+    auto sink = std::make_shared<recording_sink>();
+    sinks.push_back(sink);
+    std::vector<int32_t> prompt(static_cast<size_t>(5 + 9 * i), 3 + i);
+    (*e)->submit(prompt, greedy(8 + i), sink);
+  }
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait());
+    EXPECT_EQ(sinks[i]->finish(), finish_reason::length);
+    EXPECT_EQ(sinks[i]->tokens().size(), 8 + i);
+  }
+  expect_no_leak(**e);
+  EXPECT_EQ((*e)->stats().num_requests_finished, 10);
+}
+
+TEST(engine, abort_while_decoding_and_while_waiting) {
+  auto e = engine::create(tiny_config());
+  ASSERT_TRUE(e.ok()) << e.error_message();
+  engine& eng = **e;
+  // Four long runners fill max_num_seqs; the fifth waits.
+  std::vector<std::shared_ptr<recording_sink>> runners;
+  std::vector<request_id> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto sink = std::make_shared<recording_sink>();
+    runners.push_back(sink);
+    ids.push_back(eng.submit({1, 2, 3, int32_t(10 + i)}, greedy(200), sink));
+  }
+  auto waiting = std::make_shared<recording_sink>();
+  const request_id waiting_id = eng.submit({4, 5, 6}, greedy(5), waiting);
+  eng.abort(waiting_id);
+  ASSERT_TRUE(waiting->wait());
+  EXPECT_EQ(waiting->finish(), finish_reason::abort);
+  // Abort one runner from inside its own sink once it has 3 tokens.
+  runners[0]->abort_after(3, [&eng, id = ids[0]] { eng.abort(id); });
+  for (size_t i = 1; i < runners.size(); ++i) eng.abort(ids[i]);
+  for (auto& r : runners) {
+    ASSERT_TRUE(r->wait());
+    EXPECT_EQ(r->finish(), finish_reason::abort);
+    EXPECT_LT(r->tokens().size(), 200u);
+  }
+  EXPECT_GE(runners[0]->tokens().size(), 3u);
+  expect_no_leak(eng);
+}
+
+TEST(engine, invalid_request_is_an_error_output) {
+  auto e = engine::create(tiny_config());
+  ASSERT_TRUE(e.ok()) << e.error_message();
+  auto sink = std::make_shared<recording_sink>();
+  (*e)->submit(std::vector<int32_t>(300, 1), greedy(4), sink);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->finish(), finish_reason::error);
+  EXPECT_EQ(sink->error(), "the prompt has 300 tokens, more than max_model_len 256");
+  auto empty = std::make_shared<recording_sink>();
+  (*e)->submit({}, greedy(4), empty);
+  ASSERT_TRUE(empty->wait());
+  EXPECT_EQ(empty->error(), "the prompt is empty");
+  expect_no_leak(**e);
+}
+
+TEST(engine, shutdown_with_requests_running_does_not_hang) {
+  auto e = engine::create(tiny_config());
+  ASSERT_TRUE(e.ok()) << e.error_message();
+  for (int i = 0; i < 6; ++i) {
+    (*e)->submit({1, 2, int32_t(i)}, greedy(250), std::make_shared<recording_sink>());
+  }
+  e->reset();  // must return
+  SUCCEED();
+}
+
+TEST(engine, derive_limits_names_the_numbers) {
+  engine_config c = tiny_config();
+  model_config m;
+  m.num_hidden_layers = 2;
+  m.num_key_value_heads = 2;
+  m.head_dim = 16;
+  m.max_position_embeddings = 4096;
+  c.num_gpu_blocks_override = 7;
+  c.max_model_len = 200;
+  auto l = derive_engine_limits(c, m);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error_message(),
+            "the KV cache holds 112 tokens (7 blocks of 16), fewer than max_model_len 200; "
+            "lower max_model_len or raise cpu_kvcache_space / num_gpu_blocks_override");
+  c.num_gpu_blocks_override.reset();
+  c.cpu_kvcache_space = 1.0 / 1024;  // 1 MiB; a block is 2*2*16*2*16*4 = 8 KiB
+  c.max_num_seqs = 256;
+  l = derive_engine_limits(c, m);
+  ASSERT_TRUE(l.ok()) << l.error_message();
+  EXPECT_EQ(l->kv_bytes_per_block, 8192);
+  EXPECT_EQ(l->num_blocks, 128 + 1);
+}
+
+}  // namespace
+}  // namespace troupe
