@@ -3,6 +3,8 @@
 // key it is about.
 #include "model/model_config.h"
 
+#include "common/file_util.h"
+
 #include <simdjson.h>
 
 #include <algorithm>
@@ -326,16 +328,6 @@ status read_tokens_and_dtype(const field_reader& f, model_config& c) {
   return {};
 }
 
-// Reads a whole file; false if it cannot be read.
-bool read_text_file(const fs::path& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return false;
-  out = buffer.str();
-  return true;
-}
 
 // Parses json_text as an object; the parser owns the returned DOM.
 result<object> parse_object(simdjson::dom::parser& parser, const std::string& json_text,
@@ -389,19 +381,13 @@ result<model_config> load_model_config(const fs::path& dir) {
   if (!fs::exists(config_path, ec)) {
     return make_error("no config.json in model folder '" + dir.string() + "'");
   }
-  std::string text;
-  if (!read_text_file(config_path, text)) {
-    return make_error("cannot read '" + config_path.string() + "'");
-  }
+  MODEL_CONFIG_TRY(text, read_text_file(config_path));
   MODEL_CONFIG_TRY(config, parse_model_config(text, config_path.string()));
 
   // generation_config.json may add end-of-sequence ids (e.g. <|eot_id|>).
   const fs::path gen_path = dir / "generation_config.json";
   if (fs::exists(gen_path, ec)) {
-    std::string gen_text;
-    if (!read_text_file(gen_path, gen_text)) {
-      return make_error("cannot read '" + gen_path.string() + "'");
-    }
+    MODEL_CONFIG_TRY(gen_text, read_text_file(gen_path));
     simdjson::dom::parser parser;
     MODEL_CONFIG_TRY(gen, parse_object(parser, gen_text, gen_path.string()));
     if (auto s = append_eos_ids(field_reader(gen, gen_path.string()), config.eos_token_ids); !s) {

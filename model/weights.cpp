@@ -2,6 +2,8 @@
 // here throws), sharded checkpoints, dtype conversions and dummy weights.
 #include "model/weights.h"
 
+#include "common/file_util.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -131,20 +133,13 @@ status parse_header(const uint8_t* map, size_t map_size, const std::string& file
   return {};
 }
 
-bool read_text_file(const fs::path& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  out = buffer.str();
-  return !in.bad();
-}
 
 // The weight_map of model.safetensors.index.json: tensor name -> shard file.
 result<std::map<std::string, std::string>> read_weight_map(const fs::path& index_path) {
   const std::string source = index_path.string();
-  std::string text;
-  if (!read_text_file(index_path, text)) return make_error("cannot read '" + source + "'");
+  auto read = read_text_file(index_path);
+  if (!read) return std::move(read).take_error();
+  const std::string& text = read.value();
   simdjson::dom::parser parser;
   element root;
   if (auto err = parser.parse(text).get(root); err != simdjson::SUCCESS) {

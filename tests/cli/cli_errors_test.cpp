@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 
 #include "tests/cli/cli_runner.h"
 
@@ -17,11 +18,11 @@ run_result generate(std::vector<std::string> args) {
   return run_troupe(args);
 }
 
-// A copy of a fixture model folder the test may break.
-std::filesystem::path copy_model(const std::string& name) {
-  const auto dir = make_temp_dir("model");
+// A copy of a fixture model folder the test may break, removed with it.
+std::unique_ptr<temp_dir> copy_model(const std::string& name) {
+  auto dir = std::make_unique<temp_dir>("model");
   for (const auto& f : std::filesystem::directory_iterator(model_dir(name))) {
-    std::filesystem::copy_file(f.path(), dir / f.path().filename());
+    std::filesystem::copy_file(f.path(), dir->path() / f.path().filename());
   }
   return dir;
 }
@@ -73,7 +74,8 @@ TEST(cli_errors, missing_model_flag) {
 }
 
 TEST(cli_errors, corrupt_safetensors_header) {
-  const auto dir = copy_model("tiny-llama");
+  const auto model = copy_model("tiny-llama");
+  const std::filesystem::path& dir = model->path();
   std::string bytes = read_file(dir / "model.safetensors");
   const uint64_t huge = 1ull << 40;
   std::memcpy(bytes.data(), &huge, 8);
@@ -84,11 +86,11 @@ TEST(cli_errors, corrupt_safetensors_header) {
                        "1099511627776 exceeds file size"),
             std::string::npos)
       << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(cli_errors, missing_tensor) {
-  const auto dir = copy_model("tiny-llama");
+  const auto model = copy_model("tiny-llama");
+  const std::filesystem::path& dir = model->path();
   drop_tensor(dir / "model.safetensors", "model.layers.2.mlp.up_proj.weight");
   const run_result r = generate({"--model", dir.string()});
   EXPECT_EQ(r.exit_code, 1);
@@ -96,11 +98,11 @@ TEST(cli_errors, missing_tensor) {
                        "(looked in model.safetensors)"),
             std::string::npos)
       << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(cli_errors, wrong_tensor_shape) {
-  const auto dir = copy_model("tiny-llama");
+  const auto model = copy_model("tiny-llama");
+  const std::filesystem::path& dir = model->path();
   // Claim a different hidden size: every [*, 128] weight now mismatches.
   replace_in(dir / "config.json", "\"intermediate_size\": 256", "\"intermediate_size\": 320");
   const run_result r = generate({"--model", dir.string()});
@@ -109,11 +111,11 @@ TEST(cli_errors, wrong_tensor_shape) {
                        "model.safetensors has shape [256, 128], expected [320, 128]"),
             std::string::npos)
       << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(cli_errors, unknown_architecture) {
-  const auto dir = copy_model("tiny-llama");
+  const auto model = copy_model("tiny-llama");
+  const std::filesystem::path& dir = model->path();
   replace_in(dir / "config.json", "LlamaForCausalLM", "GPT2LMHeadModel");
   const run_result r = generate({"--model", dir.string()});
   EXPECT_EQ(r.exit_code, 2);
@@ -121,17 +123,16 @@ TEST(cli_errors, unknown_architecture) {
                        (dir / "config.json").string() +
                        " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                        "Qwen3ForCausalLM)\n");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(cli_errors, unsupported_rope_type) {
-  const auto dir = copy_model("tiny-llama");
+  const auto model = copy_model("tiny-llama");
+  const std::filesystem::path& dir = model->path();
   replace_in(dir / "config.json", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"");
   const run_result r = generate({"--model", dir.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unsupported RoPE type 'yarn'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(supported: default, linear, llama3)"), std::string::npos) << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 // One invalid flag: the exact one-problem message.
@@ -179,29 +180,27 @@ TEST(cli_errors, tensor_parallel_size_not_dividing_heads) {
 }
 
 TEST(cli_errors, config_file_reports_every_problem) {
-  const auto dir = make_temp_dir("cfg");
+  const temp_dir dir("cfg");
   write(dir / "deploy.yaml",
         "model: " + model_dir("tiny-llama") +
             "\n"
             "max_model_lenght: 1024\n"
             "block_size: abc\n"
             "gpu_memory_utilization: 2\n");
-  const run_result r = generate({"--config", (dir / "deploy.yaml").string()});
+  const run_result r = generate({"--config", dir.path().string() + "/deploy.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("max_model_lenght: unknown key (did you mean 'max_model_len'?)"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("block_size: expected an integer, got 'abc'"), std::string::npos) << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(cli_errors, command_line_overrides_file) {
-  const auto dir = make_temp_dir("cfg");
+  const temp_dir dir("cfg");
   write(dir / "deploy.yaml", "model: " + model_dir("tiny-llama") + "\nblock_size: 12\n");
   // The file's bad block_size is overridden by the flag: the run succeeds.
-  const run_result r = generate({"--config", (dir / "deploy.yaml").string(), "--block-size", "32"});
+  const run_result r = generate({"--config", dir.path().string() + "/deploy.yaml", "--block-size", "32"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 TEST(cli_errors, unknown_flag_suggests) {

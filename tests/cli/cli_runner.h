@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 namespace troupe::testing {
 
 struct run_result {
@@ -29,13 +31,6 @@ inline std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-inline std::filesystem::path make_temp_dir(const std::string& tag) {
-  static std::mt19937_64 rng(std::random_device{}());
-  auto dir = std::filesystem::temp_directory_path() /
-             ("troupe-" + tag + "-" + std::to_string(rng() % 1000000000));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 inline std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -48,7 +43,7 @@ inline std::string shell_quote(const std::string& s) {
 
 // Runs `troupe <args...>`.
 inline run_result run_troupe(const std::vector<std::string>& args) {
-  const auto dir = make_temp_dir("run");
+  const temp_dir dir("run");
   std::string cmd = shell_quote(TROUPE_BINARY);
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote((dir / "out").string()) + " 2>" + shell_quote((dir / "err").string());
@@ -57,7 +52,6 @@ inline run_result run_troupe(const std::vector<std::string>& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = read_file(dir / "out");
   r.err = read_file(dir / "err");
-  std::filesystem::remove_all(dir);
   return r;
 }
 

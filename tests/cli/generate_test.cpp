@@ -28,7 +28,7 @@ std::vector<std::vector<int64_t>> output_ids(const std::string& out) {
 }
 
 run_result run_file(const std::vector<std::string>& lines, std::vector<std::string> extra) {
-  const auto dir = make_temp_dir("gen");
+  const temp_dir dir("gen");
   {
     std::ofstream out(dir / "p.jsonl");
     for (const auto& l : lines) out << l << "\n";
@@ -37,7 +37,6 @@ run_result run_file(const std::vector<std::string>& lines, std::vector<std::stri
                                    "--prompts-file", (dir / "p.jsonl").string()};
   args.insert(args.end(), extra.begin(), extra.end());
   run_result r = run_troupe(args);
-  std::filesystem::remove_all(dir);
   return r;
 }
 

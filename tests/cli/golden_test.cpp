@@ -73,7 +73,7 @@ std::string run_batched(const std::string& model, const std::vector<std::string>
                         bool longest_first = false) {
   auto cases = load_golden(golden_path(model));
   if (longest_first) std::reverse(cases.begin(), cases.end());
-  const auto dir = make_temp_dir("golden");
+  const temp_dir dir("golden");
   const auto file = dir / "prompts.jsonl";
   {
     std::ofstream out(file);
@@ -84,7 +84,6 @@ std::string run_batched(const std::string& model, const std::vector<std::string>
   args.push_back(file.string());
   args.insert(args.end(), extra.begin(), extra.end());
   const run_result r = run_troupe(args);
-  std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const auto lines = split_lines(r.out);
   EXPECT_EQ(lines.size(), cases.size()) << r.out;
@@ -134,7 +133,7 @@ TEST_P(golden, batched_equals_alone) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     alone.push_back(parse_output_steps(parser.parse(split_lines(r.out).at(0))));
   }
-  const auto dir = make_temp_dir("same");
+  const temp_dir dir("same");
   {
     std::ofstream out(dir / "p.jsonl");
     for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
@@ -143,7 +142,6 @@ TEST_P(golden, batched_equals_alone) {
   args.push_back("--prompts-file");
   args.push_back((dir / "p.jsonl").string());
   const run_result r = run_troupe(args);
-  std::filesystem::remove_all(dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = split_lines(r.out);
   ASSERT_EQ(lines.size(), cases.size());

@@ -5,6 +5,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/temp_dir.h"
 #include <unistd.h>
 
 #include <fstream>
@@ -60,18 +62,9 @@ std::string parse_error(const fields& f) {
 // A fresh folder under the temp dir, removed at the end of the test.
 class temp_dir_test : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("troupe_model_config_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-  }
-  fs::path dir_;
+  void write(const std::string& name, const std::string& text) { tmp_.write(name, text); }
+  testing::temp_dir tmp_{"model-config-test"};
+  const fs::path& dir_ = tmp_.path();
 };
 
 TEST(model_config_fixture, tiny_llama_gqa) {

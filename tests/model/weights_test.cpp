@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/temp_dir.h"
 #include <unistd.h>
 
 #include <bit>
@@ -72,19 +74,12 @@ void write_safetensors(const fs::path& path, const std::vector<raw_tensor>& tens
 
 class weights_files : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("troupe_weights_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  testing::temp_dir tmp_{"weights-test"};
   std::string open_error(const std::string& file) {
     auto r = safetensors_file::open(dir_ / file);
     return r.ok() ? std::string("(no error)") : r.error_message();
   }
-  fs::path dir_;
+  const fs::path& dir_ = tmp_.path();
 };
 
 TEST(weights_convert, bf16_known_bits) {
