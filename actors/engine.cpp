@@ -1,6 +1,7 @@
 #include "actors/engine.h"
 
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <mutex>
 #include <unordered_map>
@@ -66,6 +67,17 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
 
 }  // namespace
 
+result<std::shared_ptr<const tokenizer>> engine::load_tokenizer(const engine_config& config) {
+  if (config.skip_tokenizer_init) return std::shared_ptr<const tokenizer>();
+  const std::filesystem::path dir = config.tokenizer.empty() ? config.model : config.tokenizer;
+  if (config.tokenizer.empty() && !std::filesystem::exists(dir / "tokenizer.json")) {
+    return std::shared_ptr<const tokenizer>();
+  }
+  auto tok = tokenizer::load(dir);
+  if (!tok) return std::move(tok).take_error();
+  return std::shared_ptr<const tokenizer>(std::move(tok.value()));
+}
+
 result<engine_limits> derive_engine_limits(const engine_config& config,
                                            const model_config& model) {
   engine_limits l;
@@ -99,6 +111,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
 struct engine::impl {
   model_config model;
   engine_limits limits;
+  std::shared_ptr<const tokenizer> tok;
   actor_config cfg;
   std::unique_ptr<caf::actor_system> system;
   caf::actor scheduler, block_manager, worker;
@@ -110,6 +123,13 @@ struct engine::impl {
 engine::engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
 result<std::unique_ptr<engine>> engine::create(const engine_config& config) {
+  auto tok = load_tokenizer(config);
+  if (!tok) return std::move(tok).take_error();
+  return create(config, std::move(tok.value()));
+}
+
+result<std::unique_ptr<engine>> engine::create(const engine_config& config,
+                                               std::shared_ptr<const tokenizer> tok) {
   auto model = load_model_config(config.model);
   if (!model) return std::move(model).take_error();
   auto limits = derive_engine_limits(config, *model);
@@ -125,6 +145,11 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config) {
   auto p = std::make_unique<impl>();
   p->model = *model;
   p->limits = *limits;
+  p->tok = std::move(tok);
+  if (!p->tok) {
+    get_logger("model")->info("no tokenizer (no tokenizer.json in '{}'): prompts are token ids "
+                              "and outputs carry no text", config.model);
+  }
   p->system = std::make_unique<caf::actor_system>(p->cfg);
   std::shared_ptr<model_runner> shared_runner = std::move(runner.value());
   p->worker = p->system->spawn<caf::detached>(worker_actor, shared_runner);
@@ -193,8 +218,11 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
       std::lock_guard<std::mutex> inner(p->mutex);
       p->live.erase(id);
     });
+    request_text_setup text{impl_->tok, impl_->tok ? s.prompt_ids : std::vector<int32_t>{},
+                            s.params};
     caf::actor actor = impl_->system->spawn(request_actor, id, impl_->scheduler,
-                                            std::static_pointer_cast<request_sink>(tracked));
+                                            std::static_pointer_cast<request_sink>(tracked),
+                                            std::move(text));
     impl_->live.emplace(id, actor);
     add_request_msg add;
     add.id = id;
@@ -224,5 +252,6 @@ engine_stats engine::stats() {
 
 const model_config& engine::model() const { return impl_->model; }
 const engine_limits& engine::limits() const { return impl_->limits; }
+std::shared_ptr<const tokenizer> engine::get_tokenizer() const { return impl_->tok; }
 
 }  // namespace troupe

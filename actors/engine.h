@@ -17,6 +17,7 @@
 #include "common/result.h"
 #include "config/engine_config.h"
 #include "model/model_config.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace troupe {
 
@@ -41,6 +42,12 @@ class engine {
  public:
   // Loads and validates everything; errors are user-facing messages.
   static result<std::unique_ptr<engine>> create(const engine_config& config);
+  // The same with the tokenizer already loaded (by load_tokenizer).
+  static result<std::unique_ptr<engine>> create(const engine_config& config,
+                                                std::shared_ptr<const tokenizer> tok);
+  // The tokenizer the config names (`tokenizer`, else the model folder when
+  // it holds a tokenizer.json; none with skip_tokenizer_init).
+  static result<std::shared_ptr<const tokenizer>> load_tokenizer(const engine_config& config);
   ~engine();
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -64,6 +71,10 @@ class engine {
 
   const model_config& model() const;
   const engine_limits& limits() const;
+  // The tokenizer (from `tokenizer`, else the model folder when it has a
+  // tokenizer.json), or null: then prompts are token ids and outputs carry
+  // no text. Thread-safe to use from any thread.
+  std::shared_ptr<const tokenizer> get_tokenizer() const;
 
  private:
   struct impl;

@@ -48,6 +48,10 @@ struct request_output {
   finish_reason finish = finish_reason::none;
   std::string error;  // finish == error: why
   int64_t num_prompt_tokens = 0;
+  // Filled by the request actor when the engine has a tokenizer: the text
+  // these tokens add (complete UTF-8, stop strings removed).
+  std::string text;
+  std::string stop_reason;  // the stop string that ended the request, if any
 };
 
 // scheduler -> block manager: one transaction a step. Frees are applied
@@ -128,7 +132,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.n, x.temperature, x.top_p, x.top_k,
            x.min_p, x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.has_seed,
-           x.seed, x.max_tokens, x.ignore_eos, x.stop_token_ids, x.logprobs, x.prompt_logprobs);
+           x.seed, x.max_tokens, x.ignore_eos, x.stop_token_ids, x.stop,
+           x.include_stop_str_in_output, x.skip_special_tokens, x.logprobs, x.prompt_logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {
@@ -150,7 +155,7 @@ typename Inspector::result_type inspect(Inspector& f, abort_request_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_output& x) {
   return f(caf::meta::type_name("request_output"), x.id, x.new_token_ids, x.logprobs,
-           x.prompt_logprobs, x.finish, x.error, x.num_prompt_tokens);
+           x.prompt_logprobs, x.finish, x.error, x.num_prompt_tokens, x.text, x.stop_reason);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_transaction& x) {

@@ -23,6 +23,9 @@ struct sampling_params {
   int32_t max_tokens = 16;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;  // stop strings (need a tokenizer)
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
   int32_t logprobs = -1;         // -1: none; k: chosen token plus top k
   int32_t prompt_logprobs = -1;  // -1: none; k: each prompt token plus top k
 };

@@ -21,6 +21,7 @@ namespace {
 
 struct sequence_result {
   std::vector<int32_t> token_ids;
+  std::string text;
   std::vector<token_logprobs> logprobs;
   std::vector<token_logprobs> prompt_logprobs;
   finish_reason finish = finish_reason::none;
@@ -36,6 +37,7 @@ class collecting_sink : public request_sink,
   void on_output(const request_output& o) override {
     std::lock_guard<std::mutex> lock(mu_);
     result_.token_ids.insert(result_.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    result_.text += o.text;
     result_.logprobs.insert(result_.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
     result_.prompt_logprobs.insert(result_.prompt_logprobs.end(), o.prompt_logprobs.begin(),
                                    o.prompt_logprobs.end());
@@ -64,7 +66,7 @@ void write_logprobs(json_writer& w, const token_logprobs& lp) {
 }
 
 std::string prompt_json(const generate_prompt& prompt,
-                        const std::vector<std::shared_ptr<collecting_sink>>& sinks) {
+                        const std::vector<std::shared_ptr<collecting_sink>>& sinks, bool has_text) {
   json_writer w;
   w.begin_object();
   w.key("prompt_ids").array(prompt.prompt_ids);
@@ -78,6 +80,7 @@ std::string prompt_json(const generate_prompt& prompt,
     const sequence_result& r = sink->result();
     w.begin_object();
     w.key("token_ids").array(r.token_ids);
+    if (has_text) w.key("text").value(r.text);
     w.key("finish_reason").value(finish_reason_name(r.finish));
     if (prompt.params.logprobs >= 0) {
       w.key("logprobs").begin_array();
@@ -91,13 +94,18 @@ std::string prompt_json(const generate_prompt& prompt,
   return w.take();
 }
 
-std::string prompt_text(size_t index, const std::vector<std::shared_ptr<collecting_sink>>& sinks) {
+std::string prompt_text(size_t index, const std::vector<std::shared_ptr<collecting_sink>>& sinks,
+                        bool has_text) {
   std::string out;
   for (size_t j = 0; j < sinks.size(); ++j) {
     const sequence_result& r = sinks[j]->result();
     out += "prompt " + std::to_string(index) + " output " + std::to_string(j) + " (" +
            finish_reason_name(r.finish) + "):";
-    for (int32_t t : r.token_ids) out += " " + std::to_string(t);
+    if (has_text) {
+      out += " " + r.text;
+    } else {
+      for (int32_t t : r.token_ids) out += " " + std::to_string(t);
+    }
     out += "\n";
   }
   return out;
@@ -123,13 +131,18 @@ int run_generate(const std::vector<std::string>& args) {
     print_error(model.error_message());
     return 2;
   }
-  auto inputs = build_generate_inputs(parsed->rest, config.seed, model->vocab_size);
+  auto tok = engine::load_tokenizer(config);
+  if (!tok) {
+    print_error(tok.error_message());
+    return 2;
+  }
+  auto inputs = build_generate_inputs(parsed->rest, config.seed, model->vocab_size, tok->get());
   if (!inputs) {
     print_error(inputs.error_message());
     return 2;
   }
-  const auto start = std::chrono::steady_clock::now();
-  auto eng = engine::create(config);
+  const bool has_text = *tok != nullptr;
+  auto eng = engine::create(config, *tok);
   if (!eng) {
     print_error(eng.error_message());
     return 1;
@@ -167,8 +180,8 @@ int run_generate(const std::vector<std::string>& args) {
         status = 1;
       }
     }
-    std::cout << (inputs->json ? prompt_json(inputs->prompts[i], sinks[i]) + "\n"
-                               : prompt_text(i, sinks[i]));
+    std::cout << (inputs->json ? prompt_json(inputs->prompts[i], sinks[i], has_text) + "\n"
+                               : prompt_text(i, sinks[i], has_text));
   }
   std::cout.flush();
   const engine_stats stats = (*eng)->stats();
@@ -183,7 +196,6 @@ int run_generate(const std::vector<std::string>& args) {
                static_cast<long long>(stats.num_prompt_tokens),
                static_cast<long long>(stats.num_generated_tokens),
                static_cast<long long>(stats.num_preemptions), hit_rate, elapsed);
-  (void)start;
   return status;
 }
 

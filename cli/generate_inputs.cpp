@@ -78,8 +78,12 @@ std::string line_error(const std::string& file, size_t line, const std::string& 
   return file + ":" + std::to_string(line) + ": " + message;
 }
 
+constexpr const char* no_tokenizer =
+    "text prompts need a tokenizer (the model folder has no tokenizer.json: set --tokenizer "
+    "DIR, or give token ids)";
+
 // One JSONL line: {"prompt_ids": [...]} or {"prompt": "..."} plus overrides.
-status parse_prompt_line(simdjson::dom::object obj, generate_prompt& out) {
+status parse_prompt_line(simdjson::dom::object obj, const tokenizer* tok, generate_prompt& out) {
   bool has_prompt = false;
   for (auto [key, value] : obj) {
     const std::string k(key);
@@ -93,8 +97,24 @@ status parse_prompt_line(simdjson::dom::object obj, generate_prompt& out) {
       }
       has_prompt = true;
     } else if (k == "prompt") {
-      return make_error("prompt: text prompts are not supported yet (troupe has no tokenizer "
-                        "yet); use prompt_ids");
+      std::string_view text;
+      if (value.get(text)) return make_error("prompt: expected a string");
+      if (tok == nullptr) return make_error(std::string("prompt: ") + no_tokenizer);
+      out.prompt_ids = tok->encode(text, true);
+      has_prompt = true;
+    } else if (k == "stop") {
+      simdjson::dom::array arr;
+      std::string_view one;
+      if (!value.get(one)) {
+        out.params.stop.emplace_back(one);
+      } else if (!value.get(arr)) {
+        for (auto item : arr) {
+          if (item.get(one)) return make_error("stop: expected a string or a list of strings");
+          out.params.stop.emplace_back(one);
+        }
+      } else {
+        return make_error("stop: expected a string or a list of strings");
+      }
     } else if (k == "lora") {
       return make_error("lora: LoRA adapters are not supported yet");
     } else if (k == "max_tokens" || k == "top_k" || k == "seed" || k == "n") {
@@ -112,15 +132,16 @@ status parse_prompt_line(simdjson::dom::object obj, generate_prompt& out) {
       if (k == "min_p") out.params.min_p = static_cast<float>(v);
     } else {
       return make_error("unknown field '" + k + "' (expected prompt_ids, prompt, max_tokens, "
-                        "temperature, top_p, top_k, min_p, seed, n, lora)");
+                        "temperature, top_p, top_k, min_p, seed, n, stop, lora)");
     }
   }
-  if (!has_prompt) return make_error("each line needs prompt_ids");
+  if (!has_prompt) return make_error("each line needs prompt_ids or prompt");
   return {};
 }
 
 result<std::vector<generate_prompt>> read_prompts_file(const std::string& path,
-                                                       const sampling_params& defaults) {
+                                                       const sampling_params& defaults,
+                                                       const tokenizer* tok) {
   std::ifstream in(path);
   if (!in) return make_error("--prompts-file: cannot read '" + path + "'");
   std::vector<generate_prompt> prompts;
@@ -136,7 +157,7 @@ result<std::vector<generate_prompt>> read_prompts_file(const std::string& path,
     }
     generate_prompt p;
     p.params = defaults;
-    if (status s = parse_prompt_line(obj, p); !s) {
+    if (status s = parse_prompt_line(obj, tok, p); !s) {
       return make_error(line_error(path, line_no, s.error_message()));
     }
     prompts.push_back(std::move(p));
@@ -154,27 +175,26 @@ const std::vector<command_flag>& generate_flags() {
       {"top-k", true},        {"min-p", true},           {"n", true},
       {"logprobs", true},     {"prompt-logprobs", true}, {"presence-penalty", true},
       {"frequency-penalty", true}, {"repetition-penalty", true},
-      {"ignore-eos", false},  {"json", false},
+      {"stop", true},         {"ignore-eos", false},     {"json", false},
   };
   return flags;
 }
 
 result<generate_inputs> build_generate_inputs(
     const std::vector<std::pair<std::string, std::string>>& flags, int64_t default_seed,
-    int64_t vocab_size) {
+    int64_t vocab_size, const tokenizer* tok) {
   generate_inputs out;
   sampling_params defaults;
   defaults.has_seed = true;
   defaults.seed = default_seed;
-  std::string prompt_ids, prompts_file;
+  std::string prompt_ids, prompts_file, prompt_text;
+  bool has_text = false;
   int sources = 0;
   for (const auto& [flag, value] : flags) {
     if (flag == "prompt-ids") { prompt_ids = value; ++sources; continue; }
     if (flag == "prompts-file") { prompts_file = value; ++sources; continue; }
-    if (flag == "prompt") {
-      return make_error("--prompt: text prompts are not supported yet (troupe has no tokenizer "
-                        "yet); use --prompt-ids");
-    }
+    if (flag == "prompt") { prompt_text = value; has_text = true; ++sources; continue; }
+    if (flag == "stop") { defaults.stop.push_back(value); continue; }
     if (flag == "json") { out.json = true; continue; }
     auto applied = apply_sampling_flag(flag, value, defaults);
     if (!applied) return std::move(applied).take_error();
@@ -182,12 +202,15 @@ result<generate_inputs> build_generate_inputs(
   if (sources != 1) {
     return make_error("generate needs exactly one of --prompt-ids, --prompt, --prompts-file");
   }
-  if (!prompt_ids.empty()) {
+  if (has_text) {
+    if (tok == nullptr) return make_error(std::string("--prompt: ") + no_tokenizer);
+    out.prompts.push_back({tok->encode(prompt_text, true), defaults});
+  } else if (!prompt_ids.empty()) {
     auto ids = parse_ids(prompt_ids);
     if (!ids) return std::move(ids).take_error();
     out.prompts.push_back({std::move(ids.value()), defaults});
   } else {
-    auto prompts = read_prompts_file(prompts_file, defaults);
+    auto prompts = read_prompts_file(prompts_file, defaults, tok);
     if (!prompts) return std::move(prompts).take_error();
     out.prompts = std::move(prompts.value());
   }
@@ -202,6 +225,9 @@ result<generate_inputs> build_generate_inputs(
     }
     if (std::string problem = validate_sampling_params(p.params, vocab_size); !problem.empty()) {
       return make_error(where + problem);
+    }
+    if (!p.params.stop.empty() && tok == nullptr) {
+      return make_error(where + "stop: stop strings need a tokenizer");
     }
   }
   return out;

@@ -11,6 +11,7 @@
 #include "actors/sampling_params.h"
 #include "common/result.h"
 #include "config/config_loader.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace troupe {
 
@@ -28,9 +29,11 @@ struct generate_inputs {
 const std::vector<command_flag>& generate_flags();
 
 // Builds the prompts from the command flags (`rest` of parse_args), using
-// `default_seed` (the config's seed) for prompts that name none.
+// `default_seed` (the config's seed) for prompts that name none. Text prompts
+// are encoded with `tok` (special tokens added, as vLLM does for
+// completions); without a tokenizer they are an error.
 result<generate_inputs> build_generate_inputs(
     const std::vector<std::pair<std::string, std::string>>& flags, int64_t default_seed,
-    int64_t vocab_size);
+    int64_t vocab_size, const tokenizer* tok);
 
 }  // namespace troupe

@@ -19,10 +19,13 @@ constexpr const char* usage =
     "commands:\n"
     "  generate   offline generation through the engine:\n"
     "             troupe generate --model DIR [--config FILE] [--<config-key> VALUE]...\n"
-    "                 (--prompt-ids 1,2,3 | --prompts-file FILE.jsonl)\n"
+    "                 (--prompt-ids 1,2,3 | --prompt TEXT | --prompts-file FILE.jsonl)\n"
     "                 [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--min-p P]\n"
     "                 [--seed S] [--n N] [--logprobs K] [--prompt-logprobs K] [--ignore-eos]\n"
-    "                 [--json]\n"
+    "                 [--stop S]... [--json]   (--prompt TEXT where the model has a tokenizer)\n"
+    "  tokenize   troupe tokenize --tokenizer DIR (--text S | --chat FILE.json\n"
+    "                 [--add-generation-prompt]) [--add-special-tokens] [--json]\n"
+    "  detokenize troupe detokenize --tokenizer DIR --ids 1,2,3 [--skip-special-tokens]\n"
     "  serve      the OpenAI-compatible HTTP server (not implemented yet)\n"
     "  version    print the version\n"
     "\n"
@@ -40,6 +43,8 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "generate") return troupe::run_generate(args);
+  if (command == "tokenize") return troupe::run_tokenize(args);
+  if (command == "detokenize") return troupe::run_detokenize(args);
   if (command == "version" || command == "--version") {
     std::printf("troupe 0.1.0\n");
     return 0;

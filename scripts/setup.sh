@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcaf-dev libboost-dev libsimdjson-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libpcre2-dev libutf8proc-dev
 )
 
 missing=()

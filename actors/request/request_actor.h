@@ -1,20 +1,31 @@
 // request_actor: one actor per request. The engine registers the request
-// with the scheduler (naming this actor as the client); the actor receives its request_output messages and hands them to the
-// request's sink; quits after the final one. An abort_request_msg sent to
-// it is forwarded to the scheduler (client disconnects, stop strings).
-// Detokenization and stop strings join it with the tokenizer.
+// with the scheduler (naming this actor as the client); the actor receives
+// its request_output messages, detokenizes them incrementally (when the
+// engine has a tokenizer), applies stop strings across delta boundaries, and
+// hands each output to the request's sink; it quits after the final one. An
+// abort_request_msg sent to it is forwarded to the scheduler (client gone);
+// a stop string ends the request here and aborts it at the scheduler.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.h"
 #include "actors/request/request_sink.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace troupe {
 
+struct request_text_setup {
+  std::shared_ptr<const tokenizer> tok;  // null: outputs carry no text
+  std::vector<int32_t> prompt_ids;
+  sampling_params params;
+};
+
 caf::behavior request_actor(caf::event_based_actor* self, request_id id,
-                            caf::actor scheduler, std::shared_ptr<request_sink> sink);
+                            caf::actor scheduler, std::shared_ptr<request_sink> sink,
+                            request_text_setup text);
 
 }  // namespace troupe

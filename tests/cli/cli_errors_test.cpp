@@ -218,9 +218,6 @@ TEST(cli_errors, bad_prompts) {
   r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", "1,x"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "troupe: error: --prompt-ids: expected an integer, got 'x'\n");
-  r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt", "hello"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("text prompts are not supported yet"), std::string::npos) << r.err;
   r = run_troupe({"generate", "--model", model_dir("tiny-llama"), "--prompt-ids", "1",
                   "--temperature", "-1"});
   EXPECT_EQ(r.exit_code, 2);

@@ -1,0 +1,87 @@
+#include "model/chat_prompt.h"
+
+namespace troupe {
+
+namespace {
+
+// A message's content: a string, null, or text parts joined with "\n".
+result<value> normalize_content(const value& content, size_t index) {
+  if (content.is_string() || content.is_none() || content.is_undefined()) return content;
+  if (!content.is_array()) {
+    return make_error("messages[" + std::to_string(index) +
+                      "].content: expected a string or a list of text parts");
+  }
+  std::string joined;
+  bool first = true;
+  for (const value& part : content.as_array()) {
+    const value type = part.is_object() ? part.member("type") : value();
+    const value text = part.is_object() ? part.member("text") : value();
+    if (!type.is_string() || type.as_string() != "text" || !text.is_string()) {
+      return make_error("messages[" + std::to_string(index) +
+                        "].content: only {\"type\": \"text\", \"text\": ...} parts are supported");
+    }
+    if (!first) joined += "\n";
+    joined += text.as_string();
+    first = false;
+  }
+  return value(joined);
+}
+
+}  // namespace
+
+result<value> parse_chat_messages(std::string_view json) {
+  auto doc = parse_json_value(json);
+  if (!doc) return std::move(doc).take_error();
+  value list = doc->is_object() ? doc->member("messages") : *doc;
+  if (!list.is_array()) {
+    return make_error("expected {\"messages\": [...]} or a list of messages");
+  }
+  value_array out;
+  size_t index = 0;
+  for (const value& m : list.as_array()) {
+    if (!m.is_object()) return make_error("messages[" + std::to_string(index) + "]: expected an object");
+    const value role = m.member("role");
+    if (!role.is_string()) {
+      return make_error("messages[" + std::to_string(index) + "].role: expected a string");
+    }
+    value_object copy;
+    for (const auto& [key, v] : m.as_object()) {
+      if (key == "content") {
+        auto content = normalize_content(v, index);
+        if (!content) return std::move(content).take_error();
+        copy.set(key, std::move(content.value()));
+      } else {
+        copy.set(key, v);
+      }
+    }
+    out.push_back(value(std::move(copy)));
+    ++index;
+  }
+  return value(std::move(out));
+}
+
+result<chat_renderer> chat_renderer::create(const tokenizer& tok) {
+  if (tok.chat_template().empty()) {
+    return make_error("the tokenizer has no chat template (tokenizer_config.json has no "
+                      "chat_template)");
+  }
+  auto tmpl = chat_template::parse(tok.chat_template());
+  if (!tmpl) return make_error("chat template: " + tmpl.error_message());
+  value_object specials;
+  for (const auto& [key, token] : tok.special_tokens_map()) specials.set(key, value(token));
+  return chat_renderer(std::move(tmpl.value()), std::move(specials));
+}
+
+result<std::string> chat_renderer::render(const value& messages, bool add_generation_prompt,
+                                          const value* tools,
+                                          const chat_template_render_options& options) const {
+  value_object context = specials_;
+  context.set("messages", messages);
+  context.set("add_generation_prompt", value(add_generation_prompt));
+  if (tools != nullptr) context.set("tools", *tools);
+  auto text = template_.render(value(std::move(context)), options);
+  if (!text) return make_error("chat template: " + text.error_message());
+  return text;
+}
+
+}  // namespace troupe

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Collects what the GPU host needs to run troupe's binaries built here:
+# build-device/bin/<binaries> and build-device/lib/<the non-CUDA, non-glibc
+# shared libraries they load> (CAF, yaml-cpp, simdjson, spdlog, fmt,
+# OpenBLAS, PCRE2, utf8proc, ...). The GPU host has the CUDA libraries; it
+# has none of these. Run binaries there with LD_LIBRARY_PATH=build-device/lib.
+#
+#   scripts/device-bundle.sh [BINARY...]   (default: build/troupe and the benches)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build-device
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+bins=("$@")
+if ((${#bins[@]} == 0)); then
+  bins=(build/troupe)
+  for b in build/model/tokenizer/tokenizer_bench; do [[ -x $b ]] && bins+=("$b"); done
+fi
+for b in "${bins[@]}"; do
+  cp "$b" "$out/bin/"
+  # Every resolved dependency except glibc's own and the CUDA driver/toolkit.
+  ldd "$b" | awk '/=> \// { print $3 }' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda*|libcudart*|libcublas*|libnccl*) ;;
+      *) cp -L -n "$lib" "$out/lib/" ;;
+    esac
+  done
+done
+du -sh "$out"
+ls "$out/lib"
