@@ -62,6 +62,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   rl.max_model_len = limits.max_model_len;
   rl.block_size = limits.block_size;
   rl.num_blocks = limits.num_blocks;
+  rl.num_cpu_blocks = limits.num_cpu_blocks;
   return std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
 }
 
@@ -97,6 +98,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
     // No more than every sequence at full length could use.
     l.num_blocks = std::min(budget / l.kv_bytes_per_block, l.max_num_seqs * blocks_per_seq) + 1;
   }
+  l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
   if (l.num_blocks - 1 < blocks_per_seq) {
     return make_error("the KV cache holds " + std::to_string((l.num_blocks - 1) * l.block_size) +
                       " tokens (" + std::to_string(l.num_blocks - 1) + " blocks of " +
@@ -153,7 +155,9 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   p->system = std::make_unique<caf::actor_system>(p->cfg);
   std::shared_ptr<model_runner> shared_runner = std::move(runner.value());
   p->worker = p->system->spawn<caf::detached>(worker_actor, shared_runner);
-  p->block_manager = p->system->spawn(block_manager_actor, limits->num_blocks);
+  p->block_manager = p->system->spawn(block_manager_actor, limits->num_blocks,
+                                     limits->block_size, config.enable_prefix_caching,
+                                     limits->num_cpu_blocks);
   scheduler_limits sl;
   sl.max_num_batched_tokens = limits->max_num_batched_tokens;
   sl.max_num_seqs = limits->max_num_seqs;
@@ -161,6 +165,9 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   sl.block_size = limits->block_size;
   sl.num_blocks_usable = limits->num_blocks - 1;
   sl.enable_chunked_prefill = config.enable_chunked_prefill;
+  sl.enable_prefix_caching = config.enable_prefix_caching;
+  sl.num_cpu_blocks = limits->num_cpu_blocks;
+  sl.priority_policy = config.scheduling_policy == "priority";
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
   p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker);
@@ -229,6 +236,9 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
     add.prompt_ids = std::move(s.prompt_ids);
     add.params = s.params;
     add.client = actor;
+    if (s.fork_of_index >= 0 && static_cast<size_t>(s.fork_of_index) < ids.size()) {
+      add.fork_of = ids[static_cast<size_t>(s.fork_of_index)];
+    }
     msg.requests.push_back(std::move(add));
     ids.push_back(id);
   }

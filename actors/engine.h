@@ -27,6 +27,7 @@ struct engine_limits {
   int64_t max_model_len = 0;
   int64_t block_size = 0;
   int64_t num_blocks = 0;  // including the null block
+  int64_t num_cpu_blocks = 0;  // swap space (swap_space GiB), 0: none
   int64_t kv_bytes_per_block = 0;
   int64_t max_num_batched_tokens = 0;
   int64_t max_num_seqs = 0;
@@ -64,6 +65,9 @@ class engine {
     std::vector<int32_t> prompt_ids;
     sampling_params params;
     std::shared_ptr<request_sink> sink;
+    // Parallel sampling: the index (in this batch, earlier) of the sibling
+    // whose prompt this one shares (-1: none). Same prompt required.
+    int fork_of_index = -1;
   };
   std::vector<request_id> submit_batch(std::vector<submission> batch);
   void abort(request_id id);

@@ -28,6 +28,9 @@ struct sampling_params {
   bool skip_special_tokens = true;
   int32_t logprobs = -1;         // -1: none; k: chosen token plus top k
   int32_t prompt_logprobs = -1;  // -1: none; k: each prompt token plus top k
+  // Request-level, not sampling: under scheduling_policy priority, lower
+  // values are scheduled first and preempted last (vLLM's meaning).
+  int64_t priority = 0;
 };
 
 // "" when valid, else the problem ("temperature: -1 must be >= 0").

@@ -162,7 +162,9 @@ int run_generate(const std::vector<std::string>& args) {
       child.seed = p.params.seed + j;  // each of n samples its own stream
       auto sink = std::make_shared<collecting_sink>(mu, cv, remaining);
       sinks[i].push_back(sink);
-      batch.push_back({p.prompt_ids, child, sink});
+      // Samples after the first share its prompt's prefill and KV blocks.
+      const int leader = static_cast<int>(batch.size()) - j;
+      batch.push_back({p.prompt_ids, child, sink, j == 0 ? -1 : leader});
     }
   }
   (*eng)->submit_batch(std::move(batch));

@@ -117,9 +117,10 @@ status parse_prompt_line(simdjson::dom::object obj, const tokenizer* tok, genera
       }
     } else if (k == "lora") {
       return make_error("lora: LoRA adapters are not supported yet");
-    } else if (k == "max_tokens" || k == "top_k" || k == "seed" || k == "n") {
+    } else if (k == "max_tokens" || k == "top_k" || k == "seed" || k == "n" || k == "priority") {
       int64_t v = 0;
       if (value.get(v)) return make_error(k + ": expected an integer");
+      if (k == "priority") out.params.priority = v;
       if (k == "max_tokens") out.params.max_tokens = static_cast<int32_t>(v);
       if (k == "top_k") out.params.top_k = static_cast<int32_t>(v);
       if (k == "n") out.params.n = static_cast<int32_t>(v);
@@ -132,7 +133,7 @@ status parse_prompt_line(simdjson::dom::object obj, const tokenizer* tok, genera
       if (k == "min_p") out.params.min_p = static_cast<float>(v);
     } else {
       return make_error("unknown field '" + k + "' (expected prompt_ids, prompt, max_tokens, "
-                        "temperature, top_p, top_k, min_p, seed, n, stop, lora)");
+                        "temperature, top_p, top_k, min_p, seed, n, stop, priority, lora)");
     }
   }
   if (!has_prompt) return make_error("each line needs prompt_ids or prompt");

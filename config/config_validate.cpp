@@ -77,14 +77,9 @@ void check_kv_cache_section(const engine_config& c, problem_list& out) {
   }
   if (c.swap_space < 0) {
     out.push_back("swap_space: " + number_text(c.swap_space) + " must be >= 0");
-  } else if (c.swap_space > 0) {
-    out.push_back("swap_space: swapping preempted requests is not supported yet (use 0)");
   }
   if (!(c.cpu_kvcache_space > 0)) {
     out.push_back("cpu_kvcache_space: " + number_text(c.cpu_kvcache_space) + " must be > 0");
-  }
-  if (c.enable_prefix_caching) {
-    out.push_back("enable_prefix_caching: prefix caching is not supported yet");
   }
 }
 
@@ -106,10 +101,7 @@ void check_scheduler_section(const engine_config& c, const model_config* model,
     out.push_back("max_num_batched_tokens: " + tokens + " is smaller than max_model_len " +
                   std::to_string(max_model_len) + " and enable_chunked_prefill is false");
   }
-  if (check_one_of("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}, out) &&
-      c.scheduling_policy == "priority") {
-    out.push_back("scheduling_policy: 'priority' is not supported yet (use fcfs)");
-  }
+  check_one_of("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}, out);
 }
 
 void check_execution_section(const engine_config& c, const model_config* model,

@@ -37,7 +37,7 @@ struct engine_config {
   std::optional<int64_t> num_gpu_blocks_override;
   double swap_space = 0;             // GiB of host memory for swapped blocks
   double cpu_kvcache_space = 4;      // GiB of KV cache on the cpu backend
-  bool enable_prefix_caching = false;
+  bool enable_prefix_caching = true;
 
   // Scheduler.
   int64_t max_num_seqs = 256;

@@ -102,6 +102,12 @@ class ops {
                                const tensor& out) = 0;
   // gate_up is [n, 2 * d]: out = silu(gate_up[:, :d]) * gate_up[:, d:].
   virtual void silu_and_mul(const tensor& gate_up, const tensor& out) = 0;
+  // Copies whole KV blocks: block src_blocks[i] of `src` to block
+  // dst_blocks[i] of `dst`, K and V (swapping between device and host
+  // caches, copy-on-write). The index arrays are host memory.
+  virtual void copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
+                              const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
+                              int64_t block_size) = 0;
   // out[i] = x[indices[i]]
   virtual void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                            const tensor& out) = 0;

@@ -14,6 +14,7 @@ struct block_manager_state {
 };
 
 caf::behavior block_manager_actor(caf::stateful_actor<block_manager_state>* self,
-                                  int64_t num_blocks);
+                                  int64_t num_blocks, int64_t block_size,
+                                  bool enable_prefix_caching, int64_t num_cpu_blocks);
 
 }  // namespace troupe

@@ -1,12 +1,23 @@
-// kv_ledger: which blocks each request holds, over a block_pool. Applies the
-// scheduler's one transaction a step (frees first, then grows in order) and
-// answers with the appended block ids.
+// kv_ledger: which blocks each request holds, over a block_pool of device
+// blocks and (with swap_space) a block_pool of host blocks, and the prefix
+// cache's bookkeeping. Applies the scheduler's one transaction a step:
+// swap-outs (device blocks -> fresh host blocks, device blocks freed), frees,
+// grows of running requests, then admissions (each looking up the prefix
+// cache once; a swapped request gets device blocks back for its host ones),
+// and registers every block that becomes full of computed tokens under its
+// chained hash. The grant lists the block copies the worker must run before
+// the step's forward pass (swap-outs first).
+//
+// Registering a block when the step that computes it is scheduled is safe
+// because steps run one at a time: the next transaction (the only place a
+// lookup happens) is applied after that step has finished.
 //
 // Plain class, no CAF; one thread (the block manager actor's).
-// Invariant: every block of every request is owned in the pool; the sum of
-// the requests' blocks equals pool.num_blocks_used().
+// Invariant: every block of every request is owned in the pool, once per
+// request holding it.
 #pragma once
 
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -17,18 +28,47 @@ namespace troupe {
 
 class kv_ledger {
  public:
-  explicit kv_ledger(int64_t num_blocks) : pool_(num_blocks) {}
+  kv_ledger(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching,
+            int64_t num_cpu_blocks = 0);
 
-  // REQUIRES: the grows fit after the frees (the scheduler's mirror is exact).
+  // Grows that do not fit are refused (with every later grow and admission):
+  // the scheduler's free count is an estimate once blocks are shared.
   kv_grant apply(const kv_transaction& txn);
 
   const block_pool& pool() const { return pool_; }
-  size_t num_requests() const { return blocks_.size(); }
+  int64_t num_cpu_blocks_free() const { return cpu_pool_ ? cpu_pool_->num_blocks_free() : 0; }
+  size_t num_requests() const { return requests_.size(); }
   const std::vector<int32_t>* blocks_of(request_id id) const;
 
  private:
+  struct request_blocks {
+    std::vector<int32_t> blocks;
+    std::vector<int32_t> tokens;  // every known token
+    int64_t num_hashed_blocks = 0;
+    uint64_t last_hash = 0;  // hash of block num_hashed_blocks - 1
+    bool cacheable = false;
+    std::vector<int32_t> cpu_blocks;  // while swapped out
+    int64_t num_computed = 0;  // tokens whose KV the blocks hold (after the step)
+  };
+
+  void free_request(request_id id);
+  // false when it does not fit (nothing changed then).
+  bool grow(request_blocks& r, int64_t num_tokens_after, kv_grant& grant);
+  void fork(const kv_fork& item);
+  kv_admit_result admit(const kv_admit& item);
+  void swap_out(request_id id, kv_grant& grant);
+  kv_admit_result swap_in(const kv_admit& item, kv_grant& grant);
+  // Hit blocks of the longest cached prefix (at most num_tokens - 1 tokens).
+  std::vector<int32_t> lookup(const std::vector<int32_t>& tokens, uint64_t& last_hash) const;
+  void register_full_blocks(request_blocks& r, int64_t num_computed_tokens);
+
   block_pool pool_;
-  std::unordered_map<request_id, std::vector<int32_t>> blocks_;
+  std::unique_ptr<block_pool> cpu_pool_;  // null without swap space
+  int64_t block_size_;
+  bool prefix_caching_;
+  std::unordered_map<request_id, request_blocks> requests_;
+  int64_t queries_ = 0;
+  int64_t hits_ = 0;
 };
 
 }  // namespace troupe

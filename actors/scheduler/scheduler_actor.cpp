@@ -29,7 +29,7 @@ void maybe_step(self_ptr self) {
   self->request(self->state.block_manager, caf::infinite, std::move(txn))
       .then([self](const kv_grant& grant) {
         step_plan plan = self->state.core->commit(grant);
-        if (plan.new_requests.empty() && plan.cached_requests.empty()) {
+        if (plan.step_id == 0) {  // nothing to run
           flush_outputs(self);
           if (self->state.core->has_unfinished()) {
             // Cannot happen while admission checks hold; never spin on it.
@@ -51,7 +51,7 @@ void maybe_step(self_ptr self) {
 
 void admit(self_ptr self, add_request_msg& msg) {
   std::string problem =
-      self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params);
+      self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params, msg.fork_of);
   if (!problem.empty()) {
     request_output out;
     out.id = msg.id;

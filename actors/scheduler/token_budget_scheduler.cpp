@@ -8,13 +8,18 @@
 namespace troupe {
 
 token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
-    : limits_(limits), seed_rng_(limits.seed), num_blocks_free_(limits.num_blocks_usable) {
+    : limits_(limits),
+      seed_rng_(limits.seed),
+      num_blocks_free_(limits.num_blocks_usable),
+      num_cpu_blocks_free_(limits.num_cpu_blocks) {
   TROUPE_CHECK(limits.block_size > 0 && limits.num_blocks_usable > 0);
   stats_.num_blocks_total = limits.num_blocks_usable;
+  stats_.num_cpu_blocks_total = limits.num_cpu_blocks;
 }
 
 std::string token_budget_scheduler::add_request(request_id id, std::vector<int32_t> prompt_ids,
-                                                const sampling_params& params) {
+                                                const sampling_params& params,
+                                                request_id fork_of) {
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   if (prompt_len == 0) return "the prompt is empty";
   if (prompt_len > limits_.max_model_len) {
@@ -36,9 +41,18 @@ std::string token_budget_scheduler::add_request(request_id id, std::vector<int32
   // Drawn in arrival order, so a fixed engine seed reproduces unseeded runs.
   const uint64_t drawn = seed_rng_();
   r->seed = params.has_seed ? static_cast<uint64_t>(params.seed) : drawn;
+  r->arrival = next_arrival_++;
   TROUPE_CHECK(requests_.emplace(id, r).second);
-  waiting_.push_back(r);
   stats_.num_prompt_tokens += prompt_len;
+  auto leader = fork_of != 0 ? requests_.find(fork_of) : requests_.end();
+  if (leader != requests_.end() && leader->second->output_ids.empty() &&
+      leader->second->num_cpu_blocks == 0 && leader->second->prompt_ids == r->prompt_ids &&
+      leader->second->params.prompt_logprobs < 0 && !leader->second->aborted) {
+    leader->second->children.push_back(r);  // parked until the leader's prompt is done
+    r->parked_in = leader->second;
+    return "";
+  }
+  waiting_.push_back(r);
   return "";
 }
 
@@ -66,7 +80,8 @@ int64_t token_budget_scheduler::blocks_needed(const request_state& r,
                                               int64_t num_new_tokens) const {
   const int64_t tokens = r.num_computed_tokens + num_new_tokens;
   const int64_t blocks = (tokens + limits_.block_size - 1) / limits_.block_size;
-  return std::max<int64_t>(0, blocks - static_cast<int64_t>(r.block_ids.size()));
+  const bool cow = r.may_copy_on_write && r.num_computed_tokens % limits_.block_size != 0;
+  return std::max<int64_t>(0, blocks - static_cast<int64_t>(r.block_ids.size())) + (cow ? 1 : 0);
 }
 
 kv_transaction token_budget_scheduler::schedule() {
@@ -75,12 +90,25 @@ kv_transaction token_budget_scheduler::schedule() {
   txn.free_ids = std::move(pending_free_);
   pending_free_.clear();
   scheduled_.clear();
+  admitting_.clear();
+  if (limits_.priority_policy) order_by_priority();
   int64_t budget = limits_.max_num_batched_tokens;
   const bool preempted = schedule_running(txn, budget);
   // As vLLM: a step that had to preempt admits nobody new.
   if (!preempted) schedule_waiting(txn, budget);
   in_flight_ = true;
   return txn;
+}
+
+void token_budget_scheduler::order_by_priority() {
+  // Running first by (priority, arrival): victims come from the back, so the
+  // lowest priority (latest among equals) is preempted first, as vLLM does.
+  auto before = [](const request_ptr& a, const request_ptr& b) {
+    return a->params.priority != b->params.priority ? a->params.priority < b->params.priority
+                                                    : a->arrival < b->arrival;
+  };
+  std::stable_sort(running_.begin(), running_.end(), before);
+  std::stable_sort(waiting_.begin(), waiting_.end(), before);
 }
 
 bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budget) {
@@ -108,15 +136,29 @@ bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budg
 
 void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budget) {
   while (!waiting_.empty() && budget > 0 &&
-         static_cast<int64_t>(running_.size()) < limits_.max_num_seqs) {
+         static_cast<int64_t>(running_.size() + admitting_.size()) < limits_.max_num_seqs) {
     const request_ptr r = waiting_.front();
     int64_t num_new = r->num_tokens() - r->num_computed_tokens;
     if (!limits_.enable_chunked_prefill && num_new > budget) break;
     num_new = std::min(num_new, budget);
-    if (blocks_needed(*r, num_new) > num_blocks_free_) break;
+    // Counted as if nothing were cached: the block manager needs at most this.
+    const int64_t need = blocks_needed(*r, num_new);
+    if (need > num_blocks_free_) break;
     waiting_.pop_front();
-    running_.push_back(r);
-    reserve(*r, num_new, txn, budget);
+    num_blocks_free_ -= need;
+    budget -= num_new;
+    r->num_scheduled_tokens = num_new;
+    kv_admit item;
+    item.id = r->id;
+    item.token_ids = r->prompt_ids;
+    item.token_ids.insert(item.token_ids.end(), r->output_ids.begin(), r->output_ids.end());
+    item.num_new_tokens = num_new;
+    // Prompt logprobs need every prompt position computed (as vLLM does).
+    item.use_prefix_cache = r->params.prompt_logprobs < 0;
+    item.swap_in = r->num_cpu_blocks > 0;
+    item.num_computed_tokens = r->num_computed_tokens;
+    txn.admits.push_back(std::move(item));
+    admitting_.push_back(r);
   }
 }
 
@@ -127,9 +169,76 @@ void token_budget_scheduler::reserve(request_state& r, int64_t num_new_tokens,
   r.num_new_blocks = static_cast<int32_t>(need);
   num_blocks_free_ -= need;
   budget -= num_new_tokens;
-  txn.grow_ids.push_back(r.id);
-  txn.grow_num_blocks.push_back(static_cast<int32_t>(need));
+  if (r.fork_pending) {
+    txn.forks.push_back({r.leader->id, r.id, {}});
+    txn.forks.back().token_ids = r.prompt_ids;
+    txn.forks.back().token_ids.insert(txn.forks.back().token_ids.end(), r.output_ids.begin(),
+                                      r.output_ids.end());
+    r.fork_pending = false;
+    r.leader.reset();
+    r.num_tokens_sent_to_kv = r.num_tokens();
+  }
+  kv_grow grow;
+  grow.id = r.id;
+  const int64_t known = r.num_tokens();
+  for (int64_t t = r.num_tokens_sent_to_kv; t < known; ++t) {
+    const size_t prompt_len = r.prompt_ids.size();
+    grow.new_token_ids.push_back(t < static_cast<int64_t>(prompt_len)
+                                     ? r.prompt_ids[static_cast<size_t>(t)]
+                                     : r.output_ids[static_cast<size_t>(t) - prompt_len]);
+  }
+  r.num_tokens_sent_to_kv = known;
+  grow.num_tokens_after = r.num_computed_tokens + num_new_tokens;
+  txn.grows.push_back(std::move(grow));
   scheduled_.push_back(requests_.at(r.id));
+}
+
+void token_budget_scheduler::apply_grows(const kv_grant& grant) {
+  TROUPE_CHECK(grant.grow_block_ids.size() == scheduled_.size());
+  TROUPE_CHECK(grant.grow_ok.size() == scheduled_.size());
+  std::vector<request_ptr> kept;
+  for (size_t i = 0; i < scheduled_.size(); ++i) {
+    const request_ptr& r = scheduled_[i];
+    if (!grant.grow_ok[i]) {
+      // The block manager had fewer free blocks than estimated: this request
+      // sits the step out, keeping what it has.
+      r->num_scheduled_tokens = 0;
+      continue;
+    }
+    if (grant.grow_cow_index[i] >= 0) {
+      r->block_ids[static_cast<size_t>(grant.grow_cow_index[i])] = grant.grow_cow_block[i];
+    }
+    r->may_copy_on_write = false;
+    const std::vector<int32_t>& fresh = grant.grow_block_ids[i];
+    r->block_ids.insert(r->block_ids.end(), fresh.begin(), fresh.end());
+    kept.push_back(r);
+  }
+  scheduled_ = std::move(kept);
+}
+
+void token_budget_scheduler::apply_admissions(const kv_grant& grant) {
+  TROUPE_CHECK(grant.admits.size() == admitting_.size());
+  std::vector<request_ptr> refused;
+  for (size_t i = 0; i < admitting_.size(); ++i) {
+    const request_ptr& r = admitting_[i];
+    const kv_admit_result& a = grant.admits[i];
+    if (!a.admitted) {
+      refused.push_back(r);
+      continue;
+    }
+    r->block_ids = a.block_ids;
+    r->num_computed_tokens = a.num_cached_tokens;
+    r->num_cpu_blocks = 0;  // swapped in, if it was out
+    r->num_scheduled_tokens =
+        std::min(r->num_scheduled_tokens, r->num_tokens() - a.num_cached_tokens);
+    r->num_new_blocks = static_cast<int32_t>(a.block_ids.size());
+    r->num_tokens_sent_to_kv = r->num_tokens();
+    running_.push_back(r);
+    scheduled_.push_back(r);
+  }
+  // Refused admissions go back to the front, in their order.
+  waiting_.insert(waiting_.begin(), refused.begin(), refused.end());
+  admitting_.clear();
 }
 
 void token_budget_scheduler::release_blocks(request_state& r, kv_transaction& txn) {
@@ -141,8 +250,27 @@ void token_budget_scheduler::release_blocks(request_state& r, kv_transaction& tx
 }
 
 void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& txn) {
-  release_blocks(*victim, txn);
-  victim->num_computed_tokens = 0;
+  if (victim->fork_pending) {  // its blocks are still only its leader's
+    victim->fork_pending = false;
+    victim->leader.reset();
+    victim->block_ids.clear();
+  }
+  victim->may_copy_on_write = false;
+  const auto held = static_cast<int64_t>(victim->block_ids.size());
+  if (held > 0 && held <= num_cpu_blocks_free_ && victim->num_computed_tokens > 0) {
+    // Swap out: the KV goes to host memory; the device blocks are free for
+    // this very step (the copy runs before the forward pass).
+    txn.swap_out_ids.push_back(victim->id);
+    num_cpu_blocks_free_ -= held;
+    num_blocks_free_ += held;
+    victim->num_cpu_blocks = held;
+    victim->block_ids.clear();
+    ++stats_.num_swap_outs;
+  } else {
+    release_blocks(*victim, txn);
+    victim->num_computed_tokens = 0;
+    victim->num_tokens_sent_to_kv = 0;
+  }
   if (victim->known_to_worker) {
     pending_drop_.push_back(victim->id);
     victim->known_to_worker = false;
@@ -153,23 +281,38 @@ void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& 
 
 step_plan token_budget_scheduler::commit(const kv_grant& grant) {
   TROUPE_CHECK(in_flight_);
-  TROUPE_CHECK(grant.new_block_ids.size() == scheduled_.size());
-  TROUPE_CHECK(grant.num_blocks_free == num_blocks_free_);
+  TROUPE_CHECK(grant.grow_block_ids.size() == scheduled_.size());
+  // Grows first (scheduled_ holds the running requests so far), then the
+  // admissions the block manager granted.
+  const std::vector<request_ptr> grown = scheduled_;
+  apply_grows(grant);
+  std::unordered_map<request_id, size_t> grow_index;
+  for (size_t i = 0; i < grown.size(); ++i) grow_index[grown[i]->id] = i;
+  apply_admissions(grant);
+  num_blocks_free_ = grant.num_blocks_free;
+  num_cpu_blocks_free_ = grant.num_cpu_blocks_free;
+  stats_.prefix_cache_queries = grant.prefix_cache_queries;
+  stats_.prefix_cache_hits = grant.prefix_cache_hits;
   step_plan plan;
-  if (scheduled_.empty()) {
+  // A step with no request still runs when it carries swap copies.
+  if (scheduled_.empty() && grant.swap_out_src.empty() && grant.swap_in_src.empty()) {
     in_flight_ = false;
     finish_pending_aborts();
     return plan;
   }
   plan.step_id = ++step_id_;
+  plan.swap_out_src = grant.swap_out_src;
+  plan.swap_out_dst = grant.swap_out_dst;
+  plan.swap_in_src = grant.swap_in_src;
+  plan.swap_in_dst = grant.swap_in_dst;
+  plan.copy_src = grant.copy_src;
+  plan.copy_dst = grant.copy_dst;
   plan.finished_ids = std::move(pending_drop_);
   pending_drop_.clear();
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     request_state& r = *scheduled_[i];
-    const std::vector<int32_t>& fresh = grant.new_block_ids[i];
-    TROUPE_CHECK(static_cast<int32_t>(fresh.size()) == r.num_new_blocks);
-    r.block_ids.insert(r.block_ids.end(), fresh.begin(), fresh.end());
     plan.total_num_scheduled_tokens += r.num_scheduled_tokens;
+    std::vector<fork_child>* forks = nullptr;
     if (!r.known_to_worker) {
       new_request_data d;
       d.id = r.id;
@@ -183,9 +326,26 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
       d.num_scheduled_tokens = r.num_scheduled_tokens;
       d.prompt_logprobs_start = r.prompt_logprobs_next;
       plan.new_requests.push_back(std::move(d));
+      forks = &plan.new_requests.back().fork_children;
       r.known_to_worker = true;
     } else {
-      plan.cached_requests.push_back({r.id, fresh, r.num_scheduled_tokens});
+      const size_t g = grow_index.at(r.id);
+      cached_request_data d;
+      d.id = r.id;
+      d.new_block_ids = grant.grow_block_ids[g];
+      d.num_scheduled_tokens = r.num_scheduled_tokens;
+      if (grant.grow_cow_index[g] >= 0) {
+        d.replaced_index.push_back(grant.grow_cow_index[g]);
+        d.replaced_block.push_back(grant.grow_cow_block[g]);
+      }
+      plan.cached_requests.push_back(std::move(d));
+      forks = &plan.cached_requests.back().fork_children;
+    }
+    // The step that ends a leader's prompt samples its parked forks too.
+    const bool ends_prompt = r.output_ids.empty() &&
+                             r.num_computed_tokens + r.num_scheduled_tokens == r.num_tokens();
+    if (ends_prompt) {
+      for (const request_ptr& c : r.children) forks->push_back({c->id, c->seed, c->params});
     }
   }
   return plan;
@@ -237,6 +397,7 @@ void token_budget_scheduler::update(const step_output& output) {
     request_output msg;
     msg.id = r->id;
     msg.num_prompt_tokens = static_cast<int64_t>(r->prompt_ids.size());
+    if (!it->second->fork_samples.empty()) start_forks(*r, *it->second);
     apply_sample(*r, *it->second, msg);
     if (msg.finish != finish_reason::none) {
       finish(r, msg.finish);
@@ -250,14 +411,72 @@ void token_budget_scheduler::update(const step_output& output) {
   finish_pending_aborts();
 }
 
+void token_budget_scheduler::start_forks(request_state& leader, const sampled_output& out) {
+  const bool partial_block = leader.prompt_ids.size() % static_cast<size_t>(limits_.block_size) != 0;
+  for (const fork_sample& f : out.fork_samples) {
+    auto it = std::find_if(leader.children.begin(), leader.children.end(),
+                           [&](const request_ptr& c) { return c->id == f.id; });
+    if (it == leader.children.end()) continue;  // aborted meanwhile
+    const request_ptr child = *it;
+    leader.children.erase(it);
+    child->parked_in.reset();
+    // The child's prompt KV is the leader's: it shares those blocks from the
+    // next transaction on (kv_fork), so it starts with the prompt computed.
+    child->num_computed_tokens = static_cast<int64_t>(child->prompt_ids.size());
+    child->block_ids = leader.block_ids;
+    child->fork_pending = true;
+    child->leader = requests_.at(leader.id);
+    child->may_copy_on_write = partial_block;
+    leader.may_copy_on_write = partial_block;
+    running_.push_back(child);
+    request_output msg;
+    msg.id = child->id;
+    msg.num_prompt_tokens = static_cast<int64_t>(child->prompt_ids.size());
+    sampled_output as_own;
+    as_own.id = child->id;
+    as_own.token_id = f.token_id;
+    as_own.logprobs = f.logprobs;
+    apply_sample(*child, as_own, msg);
+    if (msg.finish != finish_reason::none) {
+      finish(child, msg.finish);
+      outputs_.back().new_token_ids = std::move(msg.new_token_ids);
+      outputs_.back().logprobs = std::move(msg.logprobs);
+    } else {
+      outputs_.push_back(std::move(msg));
+    }
+  }
+}
+
+void token_budget_scheduler::unpark_children(request_state& leader) {
+  // A leader that stops before its prompt is done (abort, error) lets its
+  // forks run on their own: they prefill themselves.
+  for (const request_ptr& c : leader.children) {
+    c->parked_in.reset();
+    waiting_.push_back(c);
+  }
+  leader.children.clear();
+}
+
 void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
                                     std::string error) {
+  unpark_children(*r);
+  if (auto parent = r->parked_in.lock()) {
+    auto& siblings = parent->children;
+    siblings.erase(std::remove(siblings.begin(), siblings.end(), r), siblings.end());
+  }
+  if (r->fork_pending) {  // never forked: the blocks are the leader's alone
+    r->fork_pending = false;
+    r->leader.reset();
+    r->block_ids.clear();
+  }
   running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
-  if (!r->block_ids.empty()) {
+  if (!r->block_ids.empty() || r->num_cpu_blocks > 0) {
     pending_free_.push_back(r->id);
     num_blocks_free_ += static_cast<int64_t>(r->block_ids.size());
+    num_cpu_blocks_free_ += r->num_cpu_blocks;
     r->block_ids.clear();
+    r->num_cpu_blocks = 0;
   }
   if (r->known_to_worker) pending_drop_.push_back(r->id);
   requests_.erase(r->id);
@@ -281,6 +500,8 @@ engine_stats token_budget_scheduler::stats() const {
   s.num_running = static_cast<int64_t>(running_.size());
   s.num_waiting = static_cast<int64_t>(waiting_.size());
   s.num_blocks_free = num_blocks_free_;
+  s.num_cpu_blocks_free = num_cpu_blocks_free_;
+  for (const request_ptr& r : waiting_) s.num_swapped += r->num_cpu_blocks > 0;
   return s;
 }
 

@@ -5,14 +5,21 @@
 // `max_num_batched_tokens` and `max_num_seqs`. A prompt longer than the
 // remaining budget is chunked when chunked prefill is on.
 //
-// KV blocks: the scheduler mirrors the block manager's free-block count
-// exactly (the block manager changes only through this scheduler's
-// transactions), so it decides admission and preemption locally and sends one
-// transaction a step that always fits. When a running request cannot grow,
-// the newest running request is preempted by recompute (blocks freed, state
-// reset, back to the front of the waiting queue); it resumes with exactly the
-// tokens it had, and its sampling is keyed by (seed, output index), so its
-// output is unchanged.
+// KV blocks: the scheduler keeps the block manager's free-block count from
+// the last grant (the pool changes only through this scheduler's
+// transactions) and plans against it: a running request's growth is counted
+// exactly, an admission as if the prefix cache had nothing (an upper bound),
+// so the grows of the one transaction a step always fit and admissions are
+// refused only in error. The block manager looks admissions up in the prefix
+// cache; a hit starts the request with num_computed_tokens > 0. When a
+// running request cannot grow, the newest running request is preempted by
+// recompute (blocks freed, state reset, back to the front of the waiting
+// queue); it resumes with exactly the tokens it had (its full blocks are
+// likely prefix-cache hits), and its sampling is keyed by (seed, output
+// index), so its output is unchanged. With swap space (num_cpu_blocks > 0) a
+// victim whose blocks fit in the free host blocks is swapped out instead: its
+// KV is copied to host memory and copied back when it is admitted again,
+// so nothing is recomputed.
 //
 // A step is three calls, always in this order: schedule() -> commit(grant)
 // -> update(output). One step at a time (lockstep with the worker). Plain
@@ -38,6 +45,11 @@ struct scheduler_limits {
   int64_t block_size = 16;
   int64_t num_blocks_usable = 0;  // excluding the null block
   bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = false;
+  int64_t num_cpu_blocks = 0;  // swap space in blocks; 0: preempt by recompute
+  // scheduling_policy priority: running and waiting requests are kept in
+  // (priority, arrival) order, so the lowest priority is preempted first.
+  bool priority_policy = false;
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring none
 };
@@ -47,9 +59,13 @@ class token_budget_scheduler {
   explicit token_budget_scheduler(const scheduler_limits& limits);
 
   // Queues a request; "" on success, else why it can never run (too long for
-  // max_model_len or for the whole KV cache).
+  // max_model_len or for the whole KV cache). With fork_of naming a waiting
+  // or prefilling request with the same prompt (parallel sampling, n > 1),
+  // this request is parked until that one's prompt is computed: its first
+  // token is sampled from the same logits, then it shares the prompt's
+  // blocks (copy-on-write for a partly filled last block).
   std::string add_request(request_id id, std::vector<int32_t> prompt_ids,
-                          const sampling_params& params);
+                          const sampling_params& params, request_id fork_of = 0);
 
   // Finishes a request with finish_reason::abort now, or, while a step is in
   // flight, when that step returns (so the block mirror never changes between
@@ -89,6 +105,14 @@ class token_budget_scheduler {
     int32_t num_new_blocks = 0;  // this step
     bool known_to_worker = false;
     bool aborted = false;
+    int64_t num_tokens_sent_to_kv = 0;  // tokens the block manager knows
+    uint64_t arrival = 0;               // admission order, for fcfs ties
+    int64_t num_cpu_blocks = 0;         // > 0: swapped out, holding this many host blocks
+    std::vector<std::shared_ptr<request_state>> children;  // parked forks (leader)
+    std::shared_ptr<request_state> leader;  // set while this fork waits to share blocks
+    std::weak_ptr<request_state> parked_in;  // the leader this fork is parked with
+    bool fork_pending = false;  // sampled, blocks to be forked in the next transaction
+    bool may_copy_on_write = false;  // its next token may land in a shared block
     int64_t prompt_logprobs_next = 1;  // first prompt position not yet delivered
     int64_t num_tokens() const {
       return static_cast<int64_t>(prompt_ids.size() + output_ids.size());
@@ -100,6 +124,11 @@ class token_budget_scheduler {
   bool schedule_running(kv_transaction& txn, int64_t& budget);
   void schedule_waiting(kv_transaction& txn, int64_t& budget);
   void reserve(request_state& r, int64_t num_new_tokens, kv_transaction& txn, int64_t& budget);
+  void apply_admissions(const kv_grant& grant);
+  void apply_grows(const kv_grant& grant);
+  void order_by_priority();
+  void start_forks(request_state& leader, const sampled_output& out);
+  void unpark_children(request_state& leader);
   void preempt(const request_ptr& victim, kv_transaction& txn);
   void release_blocks(request_state& r, kv_transaction& txn);
   void finish(const request_ptr& r, finish_reason reason, std::string error = {});
@@ -113,12 +142,15 @@ class token_budget_scheduler {
   std::deque<request_ptr> waiting_;
   std::vector<request_ptr> running_;
   std::vector<request_ptr> scheduled_;  // this step, in plan order
+  std::vector<request_ptr> admitting_;  // this step's admissions, parallel to txn.admits
   std::vector<request_id> pending_free_;  // blocks to free in the next transaction
   std::vector<request_id> pending_drop_;  // worker must drop these ids
   std::vector<request_output> outputs_;
   std::vector<request_ptr> pending_aborts_;  // aborted while a step was in flight
   int64_t num_blocks_free_ = 0;
+  int64_t num_cpu_blocks_free_ = 0;
   int64_t step_id_ = 0;
+  uint64_t next_arrival_ = 0;
   bool in_flight_ = false;
   engine_stats stats_;
 };

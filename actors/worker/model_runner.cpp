@@ -21,6 +21,13 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
     kv_cache_.push_back({ops_->alloc(dtype::f32, slots, model_->kv_cols()),
                          ops_->alloc(dtype::f32, slots, model_->kv_cols())});
   }
+  if (limits.num_cpu_blocks > 0) {
+    const int64_t host_slots = (limits.num_cpu_blocks + 1) * limits.block_size;
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+      swap_cache_.push_back({ops_->alloc(dtype::f32, host_slots, model_->kv_cols()),
+                             ops_->alloc(dtype::f32, host_slots, model_->kv_cols())});
+    }
+  }
   const int64_t t = limits.max_num_batched_tokens;
   const int64_t s = limits.max_num_seqs;
   const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
@@ -47,6 +54,7 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     r.num_computed_tokens = d.num_computed_tokens;
     r.num_scheduled_tokens = d.num_scheduled_tokens;
     r.prompt_logprobs_start = d.prompt_logprobs_start;
+    r.fork_children = d.fork_children;
     TROUPE_CHECK(requests_.emplace(d.id, std::move(r)).second);
     order.push_back(d.id);
   }
@@ -54,8 +62,12 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     auto it = requests_.find(d.id);
     TROUPE_CHECK_MSG(it != requests_.end(), "plan names a request the worker does not hold");
     request_state& r = it->second;
+    for (size_t k = 0; k < d.replaced_index.size(); ++k) {  // copy-on-write
+      r.block_ids.at(static_cast<size_t>(d.replaced_index[k])) = d.replaced_block[k];
+    }
     r.block_ids.insert(r.block_ids.end(), d.new_block_ids.begin(), d.new_block_ids.end());
     r.num_scheduled_tokens = d.num_scheduled_tokens;
+    r.fork_children = d.fork_children;
     order.push_back(d.id);
   }
 }
@@ -163,6 +175,31 @@ void model_runner::handle_row(request_state& r, const logit_row& row, const floa
   sample_result sampled = sample_row(logits, vocab, s);
   out.token_id = sampled.token_id;
   out.logprobs = std::move(sampled.logprobs);
+  if (!r.fork_children.empty()) sample_forks(r, logits, out);
+}
+
+void model_runner::sample_forks(request_state& r, const float* logits, sampled_output& out) {
+  // Parallel sampling: each sibling draws its first token from the same
+  // prompt logits with its own seed and parameters, as if it had run alone.
+  const int64_t vocab = model_->config().vocab_size;
+  for (const fork_child& c : r.fork_children) {
+    sampler_row s;
+    s.temperature = c.params.temperature;
+    s.top_p = c.params.top_p;
+    s.top_k = c.params.top_k;
+    s.min_p = c.params.min_p;
+    s.presence_penalty = c.params.presence_penalty;
+    s.frequency_penalty = c.params.frequency_penalty;
+    s.repetition_penalty = c.params.repetition_penalty;
+    s.seed = c.seed;
+    s.step = 0;
+    s.prompt_ids = r.token_ids.data();
+    s.num_prompt_ids = r.num_prompt_tokens;
+    s.num_logprobs = c.params.logprobs;
+    sample_result sampled = sample_row(logits, vocab, s);
+    out.fork_samples.push_back({c.id, sampled.token_id, std::move(sampled.logprobs)});
+  }
+  r.fork_children.clear();
 }
 
 void model_runner::compute_outputs(const std::vector<request_id>& order,
@@ -183,8 +220,33 @@ void model_runner::compute_outputs(const std::vector<request_id>& order,
   }
 }
 
+void model_runner::run_swaps(const step_plan& plan) {
+  const auto outs = static_cast<int64_t>(plan.swap_out_src.size());
+  const auto ins = static_cast<int64_t>(plan.swap_in_src.size());
+  if (outs + ins == 0) return run_copies(plan);
+  TROUPE_CHECK_MSG(!swap_cache_.empty(), "a plan swaps blocks but there is no swap space");
+  for (size_t l = 0; l < kv_cache_.size(); ++l) {
+    // Swap-outs first: their device blocks may be the swap-ins' destinations.
+    ops_->copy_kv_blocks(kv_cache_[l], swap_cache_[l], plan.swap_out_src.data(),
+                         plan.swap_out_dst.data(), outs, limits_.block_size);
+    ops_->copy_kv_blocks(swap_cache_[l], kv_cache_[l], plan.swap_in_src.data(),
+                         plan.swap_in_dst.data(), ins, limits_.block_size);
+  }
+  run_copies(plan);
+}
+
+void model_runner::run_copies(const step_plan& plan) {
+  const auto n = static_cast<int64_t>(plan.copy_src.size());
+  if (n == 0) return;
+  for (auto& layer : kv_cache_) {
+    ops_->copy_kv_blocks(layer, layer, plan.copy_src.data(), plan.copy_dst.data(), n,
+                         limits_.block_size);
+  }
+}
+
 step_output model_runner::execute(const step_plan& plan) {
   const auto start = std::chrono::steady_clock::now();
+  run_swaps(plan);
   std::vector<request_id> order;
   apply_plan(plan, order);
   step_output out;

@@ -25,6 +25,7 @@ struct runner_limits {
   int64_t max_model_len = 4096;
   int64_t block_size = 16;
   int64_t num_blocks = 0;  // including the null block 0
+  int64_t num_cpu_blocks = 0;  // swap space, excluding its reserved block 0
 };
 
 class model_runner {
@@ -46,6 +47,7 @@ class model_runner {
     int64_t num_computed_tokens = 0;
     int64_t num_scheduled_tokens = 0;
     int64_t prompt_logprobs_start = 1;
+    std::vector<fork_child> fork_children;  // sampled with this request's prompt end
   };
   // One row of logits to compute and what to do with it.
   struct logit_row {
@@ -61,6 +63,9 @@ class model_runner {
   };
 
   void apply_plan(const step_plan& plan, std::vector<request_id>& order);
+  void run_swaps(const step_plan& plan);  // then the copy-on-write copies
+  void run_copies(const step_plan& plan);
+  void sample_forks(request_state& r, const float* logits, sampled_output& out);
   void build_batch(const std::vector<request_id>& order, host_batch& batch);
   void add_logit_rows(const request_state& r, size_t index, int32_t first_row,
                       host_batch& batch);
@@ -74,6 +79,7 @@ class model_runner {
   std::unique_ptr<llama_model> model_;
   runner_limits limits_;
   std::vector<kv_cache_layer> kv_cache_;
+  std::vector<kv_cache_layer> swap_cache_;  // host blocks, when swap space is set
   std::unordered_map<request_id, request_state> requests_;
   // Backend copies of the step's index arrays, sized for the limits.
   int32_t* token_ids_dev_ = nullptr;

@@ -207,4 +207,17 @@ void cpu_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n,
   }
 }
 
+void cpu_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
+                             const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
+                             int64_t block_size) {
+  TROUPE_CHECK(src.k.cols == dst.k.cols && src.v.cols == dst.v.cols);
+  const size_t bytes = static_cast<size_t>(block_size * src.k.cols) * sizeof(float);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = src_blocks[i], d = dst_blocks[i];
+    TROUPE_CHECK((s + 1) * block_size <= src.k.rows && (d + 1) * block_size <= dst.k.rows);
+    std::memcpy(dst.k.f32() + d * block_size * dst.k.cols, src.k.f32() + s * block_size * src.k.cols, bytes);
+    std::memcpy(dst.v.f32() + d * block_size * dst.v.cols, src.v.f32() + s * block_size * src.v.cols, bytes);
+  }
+}
+
 }  // namespace troupe

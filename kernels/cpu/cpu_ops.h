@@ -41,6 +41,9 @@ class cpu_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;
+  void copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
+                      const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
+                      int64_t block_size) override;
 
  private:
   struct free_deleter {

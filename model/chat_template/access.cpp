@@ -17,7 +17,7 @@ value missing_attribute(const value& obj, const std::string& name) {
 
 value missing_element(const value& obj, const value& key) {
   if (key.is_string()) return missing_attribute(obj, key.as_string());
-  return value::undefined("'" + object_type_repr(obj) + "' has no element " + to_repr(key));
+  return value::undefined(object_type_repr(obj) + " has no element " + to_repr(key));
 }
 
 // Python index normalisation; false when out of range.
@@ -114,7 +114,10 @@ value slice_value(const value& obj, const value& start, const value& stop, const
     }
     return out;
   }
-  return value::undefined("'" + object_type_repr(obj) + "' has no element slice");
+  // Jinja indexes slices directly (no environment fallback): Python's errors.
+  if (obj.is_object()) fail("unhashable type: 'slice'");
+  if (obj.is_native()) fail("'" + obj.as_native()->type_name() + "' object is not subscriptable");
+  fail("'" + python_type_name(obj) + "' object is not subscriptable");
 }
 
 }  // namespace troupe

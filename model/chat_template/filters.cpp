@@ -29,6 +29,9 @@ value f_length(const value& v, const call_args& args, render_state&) {
     case value::kind::string: return static_cast<int64_t>(unicode::length(v.as_string()));
     case value::kind::array: return static_cast<int64_t>(v.as_array().size());
     case value::kind::object: return static_cast<int64_t>(v.as_object().size());
+    case value::kind::native:
+      if (std::optional<int64_t> n = v.as_native()->length()) return *n;
+      [[fallthrough]];
     default: fail("object of type '" + python_type_name(v) + "' has no len()");
   }
 }
@@ -89,7 +92,10 @@ value f_indent(const value& v, const call_args& args, render_state&) {
   bound_args b(args, "indent", {"width", "first", "blank"});
   value width = b.get_or(0, value(4));
   std::string indention = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
-  std::vector<std::string> lines = unicode::splitlines(str(v) + "\n", false);
+  // Jinja does `s += "\n"` on the value itself: only strings are accepted.
+  if (v.is_undefined()) fail_undefined(v);
+  if (!v.is_string()) fail("unsupported operand type(s) for +=: '" + python_type_name(v) + "' and 'str'");
+  std::vector<std::string> lines = unicode::splitlines(v.as_string() + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n";
@@ -120,9 +126,8 @@ value f_center(const value& v, const call_args& args, render_state& state) {
 }
 
 value f_format(const value& v, const call_args& args, render_state&) {
-  value params = args.positional.size() == 1 && !args.positional[0].is_tuple()
-                     ? args.positional[0] : value(args.positional, true);
-  return percent_format(str(v), params);
+  if (!args.named.empty()) fail("format filter: %(name)s mappings are not supported");
+  return percent_format(str(v), value(args.positional, true));
 }
 
 value f_tojson(const value& v, const call_args& args, render_state&) {
@@ -169,6 +174,7 @@ std::optional<double> parse_python_float(std::string_view s) {
 
 value f_int(const value& v, const call_args& args, render_state&) {
   bound_args b(args, "int", {"default", "base"});
+  if (v.is_undefined()) fail_undefined(v);  // Undefined.__int__ raises
   if (v.is_number()) return v.is_float() ? value(static_cast<int64_t>(std::trunc(v.as_double()))) : value(v.as_int());
   if (v.is_string()) {
     if (auto i = parse_python_int(v.as_string())) return *i;
@@ -179,6 +185,7 @@ value f_int(const value& v, const call_args& args, render_state&) {
 
 value f_float(const value& v, const call_args& args, render_state&) {
   bound_args b(args, "float", {"default"});
+  if (v.is_undefined()) fail_undefined(v);  // Undefined.__float__ raises
   if (v.is_number()) return v.as_double();
   if (v.is_string()) {
     if (auto d = parse_python_float(v.as_string())) return *d;

@@ -45,6 +45,18 @@ value sort_key(const value& item, const value& attribute, bool case_sensitive, b
   return case_sensitive ? k : ignore_case(k);
 }
 
+// Jinja's generator filters run their body only when iterated: an error in
+// it surfaces then, not when the filter is applied.
+template <class Build>
+value generator(Build build) {
+  try {
+    return make_iterator("generator", build());
+  } catch (const template_error& e) {
+    if (e.raised_by_template) throw;
+    return make_failing_iterator("generator", e.message);
+  }
+}
+
 value f_list(const value& v, const call_args&, render_state&) { return value(iterate(v)); }
 
 value f_first(const value& v, const call_args&, render_state&) {
@@ -53,14 +65,17 @@ value f_first(const value& v, const call_args&, render_state&) {
 }
 
 value f_last(const value& v, const call_args&, render_state&) {
+  if (v.is_native() && !v.as_native()->length()) fail("'" + python_type_name(v) + "' object is not reversible");
   value_array items = iterate(v);
   return items.empty() ? value::undefined("No last item, sequence was empty.") : items.back();
 }
 
+// str -> reversed str; sequences -> a reverse iterator; iterators -> a list.
 value f_reverse(const value& v, const call_args&, render_state&) {
   value_array items = iterate(v);
   std::reverse(items.begin(), items.end());
-  if (!v.is_string()) return value(std::move(items));
+  if (v.is_native() && !v.as_native()->length()) return value(std::move(items));
+  if (!v.is_string()) return make_iterator(v.is_object() ? "dict_reversekeyiterator" : "list_reverseiterator", std::move(items));
   std::string out;
   for (const value& c : items) out += c.as_string();
   return out;
@@ -94,14 +109,16 @@ value f_sort(const value& v, const call_args& args, render_state&) {
 
 value f_unique(const value& v, const call_args& args, render_state&) {
   bound_args b(args, "unique", {"case_sensitive", "attribute"});
-  value_array seen, out;
-  for (const value& item : iterate(v)) {
-    value key = sort_key(item, b.get(1), b.get(0).truthy(), false);
-    if (std::any_of(seen.begin(), seen.end(), [&](const value& s) { return values_equal(s, key); })) continue;
-    seen.push_back(key);
-    out.push_back(item);
-  }
-  return value(std::move(out));
+  return generator([&] {
+    value_array seen, out;
+    for (const value& item : iterate(v)) {
+      value key = sort_key(item, b.get(1), b.get(0).truthy(), false);
+      if (std::any_of(seen.begin(), seen.end(), [&](const value& s) { return values_equal(s, key); })) continue;
+      seen.push_back(key);
+      out.push_back(item);
+    }
+    return out;
+  });
 }
 
 value min_max(const value& v, const call_args& args, bool want_max) {
@@ -131,11 +148,13 @@ value f_sum(const value& v, const call_args& args, render_state&) {
 }
 
 value f_items(const value& v, const call_args&, render_state&) {
-  if (v.is_undefined()) return value(value_array{});
-  if (!v.is_object()) fail("Can only get item pairs from a mapping.");
-  value_array out;
-  for (const auto& [k, item] : v.as_object()) out.emplace_back(value_array{k, item}, true);
-  return value(std::move(out));
+  return generator([&] {
+    value_array out;
+    if (v.is_undefined()) return out;
+    if (!v.is_object()) fail("Can only get item pairs from a mapping.");
+    for (const auto& [k, item] : v.as_object()) out.emplace_back(value_array{k, item}, true);
+    return out;
+  });
 }
 
 value f_dictsort(const value& v, const call_args& args, render_state& state) {
@@ -145,6 +164,7 @@ value f_dictsort(const value& v, const call_args& args, render_state& state) {
   call_args sort_args;
   sort_args.named = {{"reverse", b.get(2).truthy()}, {"case_sensitive", b.get(0).truthy()},
                      {"attribute", by == "key" ? 0 : 1}};
+  if (!v.is_object()) fail("'" + python_type_name(v) + "' object has no attribute 'items'");
   return f_sort(f_items(v, {}, state), sort_args, state);
 }
 
@@ -152,40 +172,48 @@ value f_batch(const value& v, const call_args& args, render_state&) {
   bound_args b(args, "batch", {"linecount", "fill_with"});
   int64_t n = b.get(0).is_number() ? b.get(0).as_int() : 0;
   if (n <= 0) fail("batch size must be positive");
-  value_array out, row;
-  for (const value& item : iterate(v)) {
-    if (static_cast<int64_t>(row.size()) == n) {
+  return generator([&] {
+    value_array out, row;
+    for (const value& item : iterate(v)) {
+      if (static_cast<int64_t>(row.size()) == n) {
+        out.emplace_back(std::move(row));
+        row.clear();
+      }
+      row.push_back(item);
+    }
+    if (!row.empty()) {
+      if (b.has(1) && !b.get(1).is_none()) {
+        while (static_cast<int64_t>(row.size()) < n) row.push_back(b.get(1));
+      }
       out.emplace_back(std::move(row));
-      row.clear();
     }
-    row.push_back(item);
-  }
-  if (!row.empty()) {
-    if (b.has(1) && !b.get(1).is_none()) {
-      while (static_cast<int64_t>(row.size()) < n) row.push_back(b.get(1));
-    }
-    out.emplace_back(std::move(row));
-  }
-  return value(std::move(out));
+    return out;
+  });
 }
 
-value f_map(const value& v, const call_args& args, render_state& state) {
+value_array map_items(const value& v, const call_args& args, render_state& state) {
   value_array out;
+  if (!v.truthy()) return out;  // Jinja: `if value:` before anything else
   if (args.positional.empty()) {
     bound_args b(args, "map", {"attribute", "default"});
     if (!b.has(0)) fail("map requires a filter name or attribute=");
     for (const value& item : iterate(v)) out.push_back(get_path(item, b.get(0), b.get(1)));
-    return value(std::move(out));
+    return out;
   }
   std::string name = to_display_string(args.positional[0]);
   filter_fn f = find_filter(name);
   if (!f) fail("No filter named '" + name + "'.");
   call_args rest{{args.positional.begin() + 1, args.positional.end()}, args.named};
   for (const value& item : iterate(v)) out.push_back(f(item, rest, state));
-  return value(std::move(out));
+  return out;
 }
 
-value select_reject(const value& v, const call_args& args, render_state& state, bool lookup_attr, bool keep) {
+value f_map(const value& v, const call_args& args, render_state& state) {
+  return generator([&] { return map_items(v, args, state); });
+}
+
+value_array select_items(const value& v, const call_args& args, render_state& state, bool lookup_attr, bool keep) {
+  if (!v.truthy()) return {};  // Jinja: `if value:` before anything else
   size_t off = lookup_attr ? 1 : 0;
   if (lookup_attr && args.positional.empty()) fail("Missing parameter for attribute name");
   test_fn test = nullptr;
@@ -202,7 +230,11 @@ value select_reject(const value& v, const call_args& args, render_state& state, 
     bool pass = test ? test(subject, rest, state) : subject.truthy();
     if (pass == keep) out.push_back(item);
   }
-  return value(std::move(out));
+  return out;
+}
+
+value select_reject(const value& v, const call_args& args, render_state& state, bool lookup_attr, bool keep) {
+  return generator([&] { return select_items(v, args, state, lookup_attr, keep); });
 }
 
 value f_select(const value& v, const call_args& a, render_state& s) { return select_reject(v, a, s, false, true); }

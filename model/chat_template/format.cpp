@@ -96,7 +96,9 @@ std::string percent_format(const std::string& format, const value& args) {
     if (next >= list.size()) fail("not enough arguments for format string");
     out += percent_one(list[next++], flags, width, precision, format[i]);
   }
-  if (next < list.size() && (args.is_tuple() || next == 0) && !args.is_object()) {
+  // A lone mapping argument (Undefined counts: it has __getitem__) is not
+  // "unconverted".
+  if (next < list.size() && (args.is_tuple() || next == 0) && !args.is_object() && !args.is_undefined()) {
     fail("not all arguments converted during string formatting");
   }
   return out;

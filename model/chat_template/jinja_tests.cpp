@@ -34,7 +34,8 @@ bool t_sequence(const value& v, const call_args&, render_state&) {
 }
 
 bool t_iterable(const value& v, const call_args&, render_state&) {
-  return v.is_string() || v.is_array() || v.is_object() || v.is_undefined();
+  return v.is_string() || v.is_array() || v.is_object() || v.is_undefined() ||
+         (v.is_native() && v.as_native()->iterable());
 }
 
 bool t_odd(const value& v, const call_args&, render_state&) { return values_equal(binary_arith("%", v, 2), 1); }

@@ -147,8 +147,9 @@ class lexer {
     } else if (sign != '+' && lstrip_allowed) {
       size_t l_pos = text.rfind('\n');
       l_pos = l_pos == std::string_view::npos ? 0 : l_pos + 1;
-      if ((l_pos > 0 || line_starting_) &&
-          text.find_first_not_of(" \t", l_pos) == std::string_view::npos) {
+      // Jinja 3.1.2: whitespace_re (\s+, Unicode) must match the whole tail.
+      std::string_view tail = text.substr(l_pos);
+      if ((l_pos > 0 || line_starting_) && !tail.empty() && unicode::strip(tail, true, false).empty()) {
         text = text.substr(0, l_pos);
       }
     }

@@ -1,7 +1,7 @@
 // lexer: turns template source into tokens exactly as Jinja2's lexer does
 // with trim_blocks=True, lstrip_blocks=True and keep_trailing_newline=False:
 // newlines normalised to "\n", one trailing newline dropped, `{%-`/`-%}`
-// stripping, lstrip of spaces and tabs before `{%` / `{#` at a line start
+// stripping, lstrip of whitespace before `{%` / `{#` at a line start
 // (`{%+` opts out), the newline after `%}` / `#}` removed (`+%}` opts out),
 // comments dropped and raw blocks passed through as data.
 #pragma once

@@ -163,8 +163,12 @@ value predicate_method(const std::string& s, const std::string& name) {
   if (name == "isalpha") return all_chars(s, [&](uint32_t cp) { return ascii(cp, ::isalpha) || (cp >= 0x80 && unicode::is_word_char(cp)); });
   if (name == "isalnum") return all_chars(s, [&](uint32_t cp) { return cp != '_' && unicode::is_word_char(cp); });
   if (name == "isspace") return all_chars(s, unicode::is_space);
-  bool has_upper = std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
-  bool has_lower = std::any_of(s.begin(), s.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  bool has_upper = false, has_lower = false;
+  for (size_t pos = 0; pos < s.size();) {
+    uint32_t cp = unicode::decode(s, pos);
+    has_upper |= unicode::is_upper_char(cp);
+    has_lower |= unicode::is_lower_char(cp);
+  }
   if (name == "isupper") return has_upper && !has_lower;
   if (name == "islower") return has_lower && !has_upper;
   return (has_upper || has_lower) && unicode::title_case(s) == s;  // istitle
@@ -242,7 +246,7 @@ value dict_method(const value& self, const std::string& name, const call_args& a
     else if (name == "values") out.push_back(v);
     else out.emplace_back(value_array{k, v}, true);
   }
-  return value(std::move(out));
+  return make_dict_view("dict_" + name, std::move(out));
 }
 
 value list_method(const value& self, const std::string& name, const call_args& args) {

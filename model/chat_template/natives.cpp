@@ -54,4 +54,29 @@ bool namespace_object::set_attr(const std::string& name, value v) {
 
 std::string namespace_object::repr() const { return "<Namespace " + to_repr(value(attrs_)) + ">"; }
 
+value iterator_object::get_attr(std::string_view name) const {
+  return value::undefined("'" + type_ + " object' has no attribute '" + std::string(name) + "'");
+}
+
+std::optional<value_array> iterator_object::iterate() {
+  if (error_) fail(*std::exchange(error_, std::nullopt));
+  return std::exchange(items_, value_array{});
+}
+
+value dict_view_object::get_attr(std::string_view name) const {
+  return value::undefined("'" + type_ + " object' has no attribute '" + std::string(name) + "'");
+}
+
+value make_iterator(std::string type_name, value_array items) {
+  return value(std::shared_ptr<value_native>(std::make_shared<iterator_object>(std::move(type_name), std::move(items))));
+}
+
+value make_failing_iterator(std::string type_name, std::string error) {
+  return value(std::shared_ptr<value_native>(std::make_shared<iterator_object>(std::move(type_name), std::move(error))));
+}
+
+value make_dict_view(std::string type_name, value_array items) {
+  return value(std::shared_ptr<value_native>(std::make_shared<dict_view_object>(std::move(type_name), std::move(items))));
+}
+
 }  // namespace troupe

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "model/chat_template/runtime.h"
 
@@ -22,6 +24,7 @@ class loop_object : public value_native {
   std::string type_name() const override { return "jinja2.runtime.LoopContext"; }
   bool truthy() const override { return !items_.empty(); }
   void release() override { items_.clear(); }
+  std::optional<int64_t> length() const override { return static_cast<int64_t>(items_.size()); }
 
  private:
   value_array items_;
@@ -41,6 +44,43 @@ class namespace_object : public value_native {
 
  private:
   value_object attrs_;
+};
+
+class iterator_object : public value_native {
+ public:
+  iterator_object(std::string type_name, value_array items) : type_(std::move(type_name)), items_(std::move(items)) {}
+  // A generator whose body fails when first iterated (Python evaluates them lazily).
+  iterator_object(std::string type_name, std::string error) : type_(std::move(type_name)), error_(std::move(error)) {}
+
+  value get_attr(std::string_view name) const override;
+  std::string repr() const override { return "<" + type_ + " object>"; }
+  std::string type_name() const override { return type_; }
+  void release() override { items_.clear(); }
+  std::optional<value_array> iterate() override;
+  bool iterable() const override { return true; }
+
+ private:
+  std::string type_;
+  value_array items_;  // what has not been consumed yet
+  std::optional<std::string> error_;
+};
+
+class dict_view_object : public value_native {
+ public:
+  dict_view_object(std::string type_name, value_array items) : type_(std::move(type_name)), items_(std::move(items)) {}
+
+  value get_attr(std::string_view name) const override;
+  std::string repr() const override { return type_ + "(" + to_repr(value(items_)) + ")"; }
+  std::string type_name() const override { return type_; }
+  bool truthy() const override { return !items_.empty(); }
+  void release() override { items_.clear(); }
+  std::optional<value_array> iterate() override { return items_; }
+  bool iterable() const override { return true; }
+  std::optional<int64_t> length() const override { return static_cast<int64_t>(items_.size()); }
+
+ private:
+  std::string type_;
+  value_array items_;
 };
 
 }  // namespace troupe

@@ -82,6 +82,9 @@ value_array iterate(const value& v) {
       }
       return chars;
     }
+    case value::kind::native:
+      if (std::optional<value_array> items = v.as_native()->iterate()) return std::move(*items);
+      [[fallthrough]];
     default: fail("'" + python_type_name(v) + "' object is not iterable");
   }
 }
@@ -162,7 +165,8 @@ constexpr size_t kMaxRepeatedSize = size_t{1} << 27;
 
 value repeat(const value& seq, int64_t n) {
   size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_array().size();
-  if (n > 0 && unit > 0 && static_cast<uint64_t>(n) > kMaxRepeatedSize / unit) fail("repeated sequence too large");
+  if (n <= 0 || unit == 0) n = 0;
+  else if (static_cast<uint64_t>(n) > kMaxRepeatedSize / unit) fail("repeated sequence too large");
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -176,6 +180,7 @@ value repeat(const value& seq, int64_t n) {
 }  // namespace
 
 value binary_arith(std::string_view op, const value& a, const value& b) {
+  if (op == "%" && a.is_string()) return percent_format(a.as_string(), b);
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) {
@@ -198,7 +203,6 @@ value binary_arith(std::string_view op, const value& a, const value& b) {
     if ((a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
     if ((b.is_string() || b.is_array()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
   }
-  if (op == "%" && a.is_string()) return percent_format(a.as_string(), b);
   fail_operands(op, a, b);
 }
 
@@ -271,6 +275,12 @@ bool contains_value(const value& container, const value& item) {
                          [&](const value& v) { return values_equal(v, item); });
     case value::kind::object:
       return item.is_string() && container.as_object().find(item.as_string()) != nullptr;
+    case value::kind::native:
+      if (container.as_native()->iterable()) {
+        value_array items = iterate(container);
+        return std::any_of(items.begin(), items.end(), [&](const value& v) { return values_equal(v, item); });
+      }
+      [[fallthrough]];
     default: fail("argument of type '" + python_type_name(container) + "' is not iterable");
   }
 }

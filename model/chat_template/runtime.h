@@ -81,7 +81,22 @@ class value_native {
   virtual bool truthy() const { return true; }
   // Drops what the object holds (end of render: breaks reference cycles).
   virtual void release() {}
+  // Python iteration (an iterator is consumed by it); nullopt when the
+  // object is not iterable. iterable() answers without consuming.
+  virtual std::optional<value_array> iterate() { return std::nullopt; }
+  virtual bool iterable() const { return false; }
+  // len(); nullopt when the object has none.
+  virtual std::optional<int64_t> length() const { return std::nullopt; }
 };
+
+// A Python iterator (the generators Jinja's map / select / unique / items /
+// batch filters return, reversed()): always true, no len(), and single use.
+value make_iterator(std::string type_name, value_array items);
+// A generator that raises `error` when iterated.
+value make_failing_iterator(std::string type_name, std::string error);
+// A dict view (d.items(), d.keys(), d.values()): re-iterable, has len(),
+// prints as "dict_items([...])", not subscriptable.
+value make_dict_view(std::string type_name, value_array items);
 
 // A callable from a C++ closure (builtins, bound methods).
 class lambda_function : public value_function {
@@ -101,8 +116,8 @@ value make_function(std::string name, lambda_function::fn f);
 // Python type names as Jinja's messages print them ("str", "dict", "NoneType").
 std::string python_type_name(const value& v);
 
-// Iteration as Python's iter(): list items, dict keys, string characters;
-// undefined iterates as empty; anything else fails.
+// Iteration as Python's iter(): list items, dict keys, string characters,
+// iterator and view items; undefined iterates as empty; anything else fails.
 value_array iterate(const value& v);
 
 // Attribute / item access with the sandboxed environment's fallbacks

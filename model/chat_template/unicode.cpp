@@ -226,32 +226,117 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
   return lines;
 }
 
-std::string to_upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+namespace {
+
+// One-to-one case mappings for ASCII, Latin-1, Latin Extended-A, Greek and
+// Cyrillic (the one-to-many ones, ß and İ, are special-cased by callers).
+uint32_t upper_of(uint32_t cp) {
+  if (cp >= 'a' && cp <= 'z') return cp - 0x20;
+  if (cp < 0xb5) return cp;
+  if (cp == 0xb5) return 0x39c;
+  if (cp >= 0xe0 && cp <= 0xfe && cp != 0xf7) return cp - 0x20;
+  if (cp == 0xff) return 0x178;
+  if (cp == 0x131) return 'I';
+  if (cp == 0x17f) return 'S';
+  bool odd = cp & 1;
+  if ((cp >= 0x100 && cp <= 0x137) || (cp >= 0x14a && cp <= 0x177)) return odd ? cp - 1 : cp;
+  if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) return odd ? cp : cp - 1;
+  if ((cp >= 0x3b1 && cp <= 0x3c1) || (cp >= 0x3c3 && cp <= 0x3cb)) return cp - 0x20;
+  if (cp == 0x3c2) return 0x3a3;
+  if (cp == 0x3ac) return 0x386;
+  if (cp >= 0x3ad && cp <= 0x3af) return cp - 0x25;
+  if (cp == 0x3cc) return 0x38c;
+  if (cp == 0x3cd || cp == 0x3ce) return cp - 0x3f;
+  if (cp >= 0x430 && cp <= 0x44f) return cp - 0x20;
+  if (cp >= 0x450 && cp <= 0x45f) return cp - 0x50;
+  return cp;
+}
+
+uint32_t lower_of(uint32_t cp) {
+  if (cp >= 'A' && cp <= 'Z') return cp + 0x20;
+  if (cp < 0xc0) return cp;
+  if (cp <= 0xde && cp != 0xd7) return cp + 0x20;
+  if (cp == 0x178) return 0xff;
+  bool odd = cp & 1;
+  if ((cp >= 0x100 && cp <= 0x137) || (cp >= 0x14a && cp <= 0x177)) return odd ? cp : cp + 1;
+  if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) return odd ? cp + 1 : cp;
+  if ((cp >= 0x391 && cp <= 0x3a1) || (cp >= 0x3a3 && cp <= 0x3ab)) return cp + 0x20;
+  if (cp == 0x386) return 0x3ac;
+  if (cp >= 0x388 && cp <= 0x38a) return cp + 0x25;
+  if (cp == 0x38c) return 0x3cc;
+  if (cp == 0x38e || cp == 0x38f) return cp + 0x3f;
+  if (cp >= 0x410 && cp <= 0x42f) return cp + 0x20;
+  if (cp >= 0x400 && cp <= 0x40f) return cp + 0x50;
+  return cp;
+}
+
+bool is_cased(uint32_t cp) {
+  return upper_of(cp) != cp || lower_of(cp) != cp || cp == 0xdf || cp == 0x130 || cp == 0x138 ||
+         cp == 0x149 || (cp >= 'A' && cp <= 'Z');
+}
+
+enum class case_kind { upper, lower, title };
+
+void append_cased(std::string& out, uint32_t cp, case_kind kind) {
+  if (cp == 0xdf && kind != case_kind::lower) {
+    out += kind == case_kind::upper ? "SS" : "Ss";
+  } else if (cp == 0x130 && kind == case_kind::lower) {
+    out += "i\xcc\x87";  // i + combining dot above
+  } else {
+    append_utf8(out, kind == case_kind::lower ? lower_of(cp) : upper_of(cp));
+  }
+}
+
+// Python's final sigma rule: Σ lower-cases to ς after a cased letter when no
+// cased letter follows.
+bool final_sigma(std::string_view s, size_t start, size_t next) {
+  if (start == 0) return false;
+  size_t before = previous_start(s, start), probe = before;
+  if (!is_cased(decode(s, probe))) return false;
+  if (next >= s.size()) return true;
+  size_t after = next;
+  return !is_cased(decode(s, after));
+}
+
+std::string map_case(std::string_view s, case_kind kind) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t pos = 0; pos < s.size();) {
+    size_t start = pos;
+    uint32_t cp = decode(s, pos);
+    if (cp < 0x80 && kind == case_kind::lower) out += static_cast<char>(lower_of(cp));
+    else if (cp < 0x80) out += static_cast<char>(upper_of(cp));
+    else if (cp == 0x3a3 && kind == case_kind::lower && final_sigma(s, start, pos)) append_utf8(out, 0x3c2);
+    else append_cased(out, cp, kind);
+  }
   return out;
 }
 
-std::string to_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
+}  // namespace
+
+bool is_upper_char(uint32_t cp) { return lower_of(cp) != cp || cp == 0x130; }
+bool is_lower_char(uint32_t cp) { return upper_of(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149; }
+
+std::string to_upper(std::string_view s) { return map_case(s, case_kind::upper); }
+std::string to_lower(std::string_view s) { return map_case(s, case_kind::lower); }
 
 std::string capitalize(std::string_view s) {
-  std::string out = to_lower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
-  return out;
+  if (s.empty()) return "";
+  size_t pos = 0;
+  uint32_t first = decode(s, pos);
+  std::string out;
+  append_cased(out, first, case_kind::title);
+  return out + to_lower(s.substr(pos));
 }
 
 std::string title_case(std::string_view s) {
-  std::string out(s);
+  std::string out;
   bool previous_cased = false;
-  for (char& c : out) {
-    bool lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
-    if (lower && !previous_cased) c = static_cast<char>(c - 'a' + 'A');
-    if (upper && previous_cased) c = static_cast<char>(c - 'A' + 'a');
-    previous_cased = lower || upper;
+  for (size_t pos = 0; pos < s.size();) {
+    uint32_t cp = decode(s, pos);
+    bool cased = is_cased(cp);
+    append_cased(out, cp, previous_cased ? case_kind::lower : case_kind::title);
+    previous_cased = cased;
   }
   return out;
 }

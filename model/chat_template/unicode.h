@@ -1,7 +1,7 @@
 // unicode: UTF-8 helpers giving Python str semantics over UTF-8 bytes
 // (lengths and indices count code points, whitespace is Python's
-// str.isspace() set). Case mapping covers ASCII only: non-ASCII letters keep
-// their case (a documented limitation of upper/lower/title/capitalize).
+// str.isspace() set). Case mapping covers ASCII, Latin-1, Latin Extended-A,
+// Greek and Cyrillic; letters of other scripts keep their case.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,8 @@ std::vector<std::string> split_sep(std::string_view s, std::string_view sep, int
 std::vector<std::string> rsplit_sep(std::string_view s, std::string_view sep, int64_t maxsplit);
 std::vector<std::string> splitlines(std::string_view s, bool keepends);
 
+bool is_upper_char(uint32_t cp);  // a cased letter in upper case
+bool is_lower_char(uint32_t cp);  // a cased letter in lower case
 std::string to_upper(std::string_view s);
 std::string to_lower(std::string_view s);
 std::string capitalize(std::string_view s);   // str.capitalize()

@@ -2,7 +2,8 @@
 // Python objects that Jinja2 templates see: undefined (Jinja's Undefined,
 // which carries the hint its error would print), none, bool, int (int64),
 // float (double), str (UTF-8), list / tuple, dict with insertion-ordered
-// string keys, callables, and native objects (namespace, loop).
+// string keys, callables, and native objects (namespace, loop, iterators
+// and dict views).
 //
 // Values are cheap to copy: strings, lists and dicts are shared and
 // immutable once built (the sandbox forbids mutating them); only native
@@ -27,7 +28,7 @@ namespace troupe {
 class value;
 class value_object;
 class value_function;  // callables: builtins, bound methods, macros
-class value_native;    // attribute objects: namespace, loop
+class value_native;    // namespace, loop, iterators, dict views (runtime.h)
 using value_array = std::vector<value>;
 
 class value {

@@ -2,12 +2,19 @@
 // block manager) and a fake worker that keeps request state exactly as
 // actors/worker/model_runner.cpp does, plus a simulated KV cache that checks
 // every token's context is where the block table says it is.
+//
+// The simulated KV cache is content-addressed: the KV at position p stands
+// for the whole context it was computed from (tokens 0..p), whoever wrote it.
+// So a prefix-cache hit passes only when the hit block holds exactly the new
+// request's prefix, and overwriting KV that another request still reads is
+// caught when it is written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -18,8 +25,28 @@ namespace troupe {
 namespace {
 
 using token_fn = std::function<int32_t(request_id, int64_t output_index)>;
+using context = std::vector<int32_t>;  // tokens 0..p: what the KV at position p encodes
 
-// Emulates model_runner::apply_plan / build_batch / execute, minus the model.
+// The token a context-driven model samples after this context: a function of
+// the context only, so the reference below needs no scheduler.
+int32_t next_of_context(const context& ctx) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int32_t t : ctx) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ULL;
+  return 100 + static_cast<int32_t>(h % 50);
+}
+
+// What a context-driven model generates for this prompt, computed directly.
+std::vector<int32_t> reference_generation(context prompt, int32_t max_tokens) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < max_tokens; ++i) {
+    out.push_back(next_of_context(prompt));
+    prompt.push_back(out.back());
+  }
+  return out;
+}
+
+// Emulates model_runner::apply_plan / run_swaps / build_batch / execute,
+// minus the model.
 struct fake_worker {
   struct held {
     std::vector<int32_t> token_ids;
@@ -31,18 +58,65 @@ struct fake_worker {
   };
   int64_t block_size = 0;
   token_fn next_token = [](request_id, int64_t) { return 7; };
+  // Sample next_of_context(the context read back from the KV cache) instead.
+  bool sample_from_context = false;
   std::unordered_map<request_id, held> requests;
   std::unordered_map<request_id, uint64_t> first_seed;  // seed at first admission
-  // slot -> (request, position, token) last written there.
-  std::unordered_map<int64_t, std::tuple<request_id, int64_t, int32_t>> kv;
+  std::unordered_map<int64_t, context> kv;       // device slot -> content
+  std::unordered_map<int64_t, context> host_kv;  // swap space slot -> content
+  int64_t num_tokens_found_computed = 0;  // new requests' num_computed_tokens, summed
 
   int64_t slot(const held& r, int64_t p) const {
     return int64_t{r.block_ids[static_cast<size_t>(p / block_size)]} * block_size + p % block_size;
   }
 
+  static void copy_blocks(const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                          std::unordered_map<int64_t, context>& from,
+                          std::unordered_map<int64_t, context>& to, int64_t bs) {
+    EXPECT_EQ(src.size(), dst.size());
+    for (size_t i = 0; i < src.size() && i < dst.size(); ++i) {
+      for (int64_t o = 0; o < bs; ++o) {
+        auto it = from.find(int64_t{src[i]} * bs + o);
+        if (it == from.end()) {
+          to.erase(int64_t{dst[i]} * bs + o);
+        } else {
+          context c = it->second;  // from and to may be the same store
+          to[int64_t{dst[i]} * bs + o] = std::move(c);
+        }
+      }
+    }
+  }
+
+  // Writing slot s for `writer`: no other held request may lose KV it
+  // already had there (content it counts as computed, replaced by another).
+  // A request admitted this step on a block another one fills this step
+  // (a same-step prefix hit) had nothing valid there yet: that is fine.
+  void check_overwrite(request_id writer, int64_t s, const context& content) const {
+    auto old = kv.find(s);
+    if (old == kv.end() || old->second == content) return;
+    const int32_t block = static_cast<int32_t>(s / block_size);
+    const auto old_len = static_cast<int64_t>(old->second.size());
+    for (const auto& [id, q] : requests) {
+      if (id == writer) continue;
+      for (size_t i = 0; i < q.block_ids.size(); ++i) {
+        const int64_t pos = static_cast<int64_t>(i) * block_size + s % block_size;
+        const bool had_it = pos < q.num_computed_tokens && old_len == pos + 1 &&
+                            std::equal(old->second.begin(), old->second.end(), q.token_ids.begin());
+        if (q.block_ids[i] == block && had_it) {
+          ADD_FAILURE() << "request " << writer << " overwrote block " << block
+                        << " that request " << id << " still reads";
+        }
+      }
+    }
+  }
+
   step_output execute(const step_plan& plan, const kv_ledger& ledger,
                       std::map<request_id, int64_t>& scheduled) {
     for (request_id id : plan.finished_ids) requests.erase(id);
+    // Swap-outs first: their device blocks may be the swap-ins' destinations.
+    copy_blocks(plan.swap_out_src, plan.swap_out_dst, kv, host_kv, block_size);
+    copy_blocks(plan.swap_in_src, plan.swap_in_dst, host_kv, kv, block_size);
+    copy_blocks(plan.copy_src, plan.copy_dst, kv, kv, block_size);  // copy-on-write
     std::vector<request_id> order;
     for (const new_request_data& d : plan.new_requests) {
       held r{d.token_ids, d.num_prompt_tokens, d.seed, d.block_ids, d.num_computed_tokens,
@@ -50,6 +124,8 @@ struct fake_worker {
       EXPECT_TRUE(requests.emplace(d.id, r).second) << "new request " << d.id << " already held";
       EXPECT_TRUE(first_seed.emplace(d.id, d.seed).first->second == d.seed)
           << "request " << d.id << " came back with another seed";
+      num_tokens_found_computed += d.num_computed_tokens;
+      EXPECT_TRUE(d.fork_children.empty()) << "this fake worker does not sample forks";
       order.push_back(d.id);
     }
     for (const cached_request_data& d : plan.cached_requests) {
@@ -58,11 +134,17 @@ struct fake_worker {
         ADD_FAILURE() << "plan names request " << d.id << " the worker does not hold";
         continue;
       }
+      EXPECT_TRUE(d.fork_children.empty()) << "this fake worker does not sample forks";
+      for (size_t k = 0; k < d.replaced_index.size(); ++k) {  // copy-on-write
+        it->second.block_ids.at(static_cast<size_t>(d.replaced_index[k])) = d.replaced_block[k];
+      }
       it->second.block_ids.insert(it->second.block_ids.end(), d.new_block_ids.begin(),
                                   d.new_block_ids.end());
       it->second.num_scheduled_tokens = d.num_scheduled_tokens;
       order.push_back(d.id);
     }
+    // As each layer of the model does: every KV write of the batch, then
+    // every read.
     int64_t total = 0;
     for (request_id id : order) {
       held& r = requests.at(id);
@@ -77,7 +159,9 @@ struct fake_worker {
         return {};
       }
       for (int64_t p = r.num_computed_tokens; p < end; ++p) {
-        kv[slot(r, p)] = {id, p, r.token_ids[static_cast<size_t>(p)]};
+        context content(r.token_ids.begin(), r.token_ids.begin() + p + 1);
+        check_overwrite(id, slot(r, p), content);
+        kv[slot(r, p)] = std::move(content);
       }
       scheduled[id] = r.num_scheduled_tokens;
       total += r.num_scheduled_tokens;
@@ -88,16 +172,19 @@ struct fake_worker {
     for (request_id id : order) {
       held& r = requests.at(id);
       const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
+      const context* last = nullptr;
       for (int64_t p = 0; p < end; ++p) {  // the whole context attention would read
-        const auto want = std::make_tuple(id, p, r.token_ids[static_cast<size_t>(p)]);
         auto it = kv.find(slot(r, p));
-        EXPECT_TRUE(it != kv.end() && it->second == want)
-            << "request " << id << " position " << p << " lost its KV";
+        const bool ok = it != kv.end() && static_cast<int64_t>(it->second.size()) == p + 1 &&
+                        std::equal(it->second.begin(), it->second.end(), r.token_ids.begin());
+        EXPECT_TRUE(ok) << "request " << id << " position " << p << " lost its KV";
+        if (it != kv.end()) last = &it->second;
       }
       sampled_output s;
       s.id = id;
       if (end == static_cast<int64_t>(r.token_ids.size())) {
-        s.token_id = next_token(id, end - r.num_prompt_tokens);
+        s.token_id = sample_from_context ? (last ? next_of_context(*last) : 0)
+                                         : next_token(id, end - r.num_prompt_tokens);
       }
       out.outputs.push_back(s);
       r.num_computed_tokens = end;
@@ -122,27 +209,95 @@ struct hooks {
 class harness {
  public:
   explicit harness(const scheduler_limits& l)
-      : limits(l), sched(l), ledger(l.num_blocks_usable + 1) {
+      : limits(l), sched(l), ledger(l.num_blocks_usable + 1, l.block_size, l.enable_prefix_caching) {
     worker.block_size = l.block_size;
   }
 
+  // The scheduler's free count after its frees against the pool's, counted
+  // here from the ledger's block tables (a block shared by several requests
+  // is freed only with its last holder): what the scheduler planned (grows
+  // exactly, admissions as if nothing were cached) plus what it has left.
+  // Exact without sharing. With prefix caching the scheduler's count is an
+  // estimate (kv_grant::grow_ok): a step it overcounts is only recorded.
+  void check_free_count(const kv_transaction& txn) {
+    std::unordered_map<int32_t, int64_t> holders;
+    for (request_id id : ids) {
+      if (const std::vector<int32_t>* b = ledger.blocks_of(id)) {
+        for (int32_t block : *b) ++holders[block];
+      }
+    }
+    int64_t free_after_frees = ledger.pool().num_blocks_free();
+    auto release = [&](request_id id) {
+      if (const std::vector<int32_t>* b = ledger.blocks_of(id)) {
+        for (int32_t block : *b) free_after_frees += --holders[block] == 0;
+      }
+    };
+    for (request_id id : txn.swap_out_ids) release(id);
+    for (request_id id : txn.free_ids) release(id);
+    int64_t planned = 0;
+    for (const kv_grow& g : txn.grows) {
+      const std::vector<int32_t>* b = ledger.blocks_of(g.id);
+      const int64_t needed = (g.num_tokens_after + limits.block_size - 1) / limits.block_size;
+      planned += std::max<int64_t>(0, needed - (b ? static_cast<int64_t>(b->size()) : 0));
+    }
+    const int64_t grows = planned;
+    for (const kv_admit& a : txn.admits) {
+      planned += (a.num_computed_tokens + a.num_new_tokens + limits.block_size - 1) / limits.block_size;
+    }
+    if (!limits.enable_prefix_caching) {
+      EXPECT_EQ(sched.num_blocks_free() + planned, free_after_frees)
+          << "the scheduler's free-block count is off after step " << num_steps;
+    }
+    EXPECT_LE(sched.num_blocks_free() + planned, free_after_frees + num_blocks_overcount_bound(txn))
+        << "the scheduler counts blocks no request ever freed, step " << num_steps;
+    num_steps_overcounted += sched.num_blocks_free() + planned > free_after_frees;
+    num_steps_grows_unfit += grows > free_after_frees;
+  }
+
+  // The most a scheduler could overcount: every block of every freed or
+  // swapped-out request taken as freed.
+  int64_t num_blocks_overcount_bound(const kv_transaction& txn) const {
+    int64_t n = 0;
+    for (const std::vector<request_id>* list : {&txn.swap_out_ids, &txn.free_ids}) {
+      for (request_id id : *list) {
+        if (const std::vector<int32_t>* b = ledger.blocks_of(id)) {
+          for (int32_t block : *b) n += ledger.pool().ref_count(block) > 1;
+        }
+      }
+    }
+    return n;
+  }
+
   std::string add(request_id id, int64_t prompt_len, sampling_params p) {
+    ids.push_back(id);
     std::vector<int32_t> prompt;
     for (int64_t i = 0; i < prompt_len; ++i) prompt.push_back(300 + int32_t((id * 7 + i) % 100));
+    return sched.add_request(id, std::move(prompt), p);
+  }
+  std::string add_prompt(request_id id, std::vector<int32_t> prompt, sampling_params p) {
+    ids.push_back(id);
+    prompts[id] = prompt;
     return sched.add_request(id, std::move(prompt), p);
   }
 
   // One schedule -> commit -> execute -> update round; what each request ran.
   std::map<request_id, int64_t> step(const hooks& h = {}) {
+    std::map<request_id, int64_t> scheduled;
     const kv_transaction txn = sched.schedule();
     if (h.after_schedule) h.after_schedule();
     collect();
+    check_free_count(txn);
     const kv_grant grant = ledger.apply(txn);
-    EXPECT_EQ(grant.num_blocks_free, sched.num_blocks_free());
+    num_steps_refusing_grows +=
+        std::count(grant.grow_ok.begin(), grant.grow_ok.end(), uint8_t{0}) > 0;
+    // Without prefix caching admissions are counted exactly too.
+    if (!limits.enable_prefix_caching) {
+      EXPECT_EQ(grant.num_blocks_free, sched.num_blocks_free());
+    }
     const step_plan plan = sched.commit(grant);
+    EXPECT_EQ(sched.num_blocks_free(), ledger.pool().num_blocks_free());
     last_plan = plan;
-    std::map<request_id, int64_t> scheduled;
-    if (plan.new_requests.empty() && plan.cached_requests.empty()) return scheduled;
+    if (plan.step_id == 0) return scheduled;  // nothing to run
     EXPECT_LE(plan.total_num_scheduled_tokens, limits.max_num_batched_tokens);
     EXPECT_LE(int64_t(plan.new_requests.size() + plan.cached_requests.size()), limits.max_num_seqs);
     const step_output out = worker.execute(plan, ledger, scheduled);
@@ -165,6 +320,10 @@ class harness {
     EXPECT_EQ(ledger.pool().num_blocks_free(), limits.num_blocks_usable);
     EXPECT_EQ(ledger.num_requests(), 0u);
     EXPECT_EQ(sched.num_blocks_free(), limits.num_blocks_usable);
+    EXPECT_EQ(num_steps_refusing_grows, num_steps_grows_unfit);
+    if (!limits.enable_prefix_caching) {
+      EXPECT_EQ(num_steps_refusing_grows, 0);
+    }
   }
 
   void collect() {
@@ -184,6 +343,11 @@ class harness {
   kv_ledger ledger;
   fake_worker worker;
   std::map<request_id, result> results;
+  std::map<request_id, std::vector<int32_t>> prompts;  // those given to add_prompt
+  std::vector<request_id> ids;                          // every request added
+  int64_t num_steps_overcounted = 0;  // the scheduler counted more free blocks than exist
+  int64_t num_steps_grows_unfit = 0;     // grows planned beyond the real free count
+  int64_t num_steps_refusing_grows = 0;  // the block manager refused a grow (grow_ok)
   step_plan last_plan;
   int num_steps = 0;
 };
@@ -490,6 +654,305 @@ TEST(scheduler_test, abort_of_a_request_preempted_by_the_step_in_flight) {
   EXPECT_EQ(h.results[1].finish, finish_reason::length);
   EXPECT_EQ(h.worker.requests.count(2), 0u);
   h.drain_and_expect_all_blocks_free();
+}
+
+// ---- prefix caching ------------------------------------------------------
+
+scheduler_limits prefix_limits() {
+  scheduler_limits l = small_limits();
+  l.enable_prefix_caching = true;
+  return l;
+}
+
+std::vector<int32_t> seq(int32_t first, int64_t n) {
+  std::vector<int32_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(first + static_cast<int32_t>(i));
+  return v;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Every request that ran to its length produced the context-driven reference.
+void expect_reference_outputs(harness& h, const std::map<request_id, int32_t>& max_tokens) {
+  for (const auto& [id, n] : max_tokens) {
+    EXPECT_EQ(h.results[id].tokens, reference_generation(h.prompts.at(id), n)) << "request " << id;
+    EXPECT_EQ(h.results[id].finish, finish_reason::length) << "request " << id;
+    EXPECT_EQ(h.results[id].num_finishes, 1) << "request " << id;
+  }
+}
+
+// A (shared prefix + 3) runs to the end; then B (shared prefix + 2) and C
+// (the first two blocks of the prefix, exactly) arrive.
+struct later_hit_run {
+  std::vector<new_request_data> b_first, c_first;
+  int64_t computed_after_a = 0, computed_after_b_step = 0, computed_after_b = 0;
+  engine_stats stats;
+  std::map<request_id, result> results;
+  int64_t num_blocks_cached = 0;
+};
+
+later_hit_run run_later_hit(bool caching) {
+  scheduler_limits l = prefix_limits();
+  l.enable_prefix_caching = caching;
+  harness h(l);
+  h.worker.sample_from_context = true;
+  const std::vector<int32_t> shared = seq(500, 20);  // 5 blocks of 4
+  later_hit_run run;
+  EXPECT_EQ(h.add_prompt(1, concat(shared, {900, 901, 902}), tokens(4)), "");
+  h.run_to_completion();
+  run.computed_after_a = h.sched.stats().num_computed_tokens;
+  EXPECT_EQ(h.add_prompt(2, concat(shared, {910, 911}), tokens(4)), "");
+  h.step();
+  run.b_first = h.last_plan.new_requests;
+  run.computed_after_b_step = h.sched.stats().num_computed_tokens;
+  h.run_to_completion();
+  run.computed_after_b = h.sched.stats().num_computed_tokens;
+  EXPECT_EQ(h.add_prompt(3, seq(500, 8), tokens(2)), "");
+  h.step();
+  run.c_first = h.last_plan.new_requests;
+  h.run_to_completion();
+  expect_reference_outputs(h, {{1, 4}, {2, 4}, {3, 2}});
+  run.stats = h.sched.stats();
+  run.results = h.results;
+  h.drain_and_expect_all_blocks_free();
+  run.num_blocks_cached = h.ledger.pool().num_blocks_cached();
+  return run;
+}
+
+TEST(scheduler_prefix_test, a_later_request_computes_only_what_the_cache_lacks) {
+  const later_hit_run on = run_later_hit(true);
+  EXPECT_EQ(on.computed_after_a, 23 + 3);
+  ASSERT_EQ(on.b_first.size(), 1u);
+  EXPECT_EQ(on.b_first[0].id, 2u);
+  EXPECT_EQ(on.b_first[0].num_computed_tokens, 20);  // all 5 shared blocks
+  EXPECT_EQ(on.b_first[0].num_scheduled_tokens, 2);  // only the suffix
+  EXPECT_EQ(on.computed_after_b_step - on.computed_after_a, 2);
+  EXPECT_EQ(on.computed_after_b - on.computed_after_a, 2 + 3);
+  // A prompt of exactly two blocks: its last token must be computed, so
+  // only the first block is a hit.
+  ASSERT_EQ(on.c_first.size(), 1u);
+  EXPECT_EQ(on.c_first[0].num_computed_tokens, 4);
+  EXPECT_EQ(on.c_first[0].num_scheduled_tokens, 4);
+  EXPECT_EQ(on.stats.prefix_cache_queries, 23 + 22 + 8);
+  EXPECT_EQ(on.stats.prefix_cache_hits, 20 + 4);
+  EXPECT_GT(on.num_blocks_cached, 0);  // finished requests' blocks stay cached
+
+  const later_hit_run off = run_later_hit(false);
+  ASSERT_EQ(off.b_first.size(), 1u);
+  EXPECT_EQ(off.b_first[0].num_computed_tokens, 0);
+  EXPECT_EQ(off.computed_after_b - off.computed_after_a, 22 + 3);
+  EXPECT_EQ(off.stats.prefix_cache_queries, 0);
+  EXPECT_EQ(off.stats.prefix_cache_hits, 0);
+  EXPECT_EQ(off.num_blocks_cached, 0);
+  for (request_id id : {1, 2, 3}) {
+    EXPECT_EQ(on.results.at(id).tokens, off.results.at(id).tokens) << "request " << id;
+  }
+}
+
+TEST(scheduler_prefix_test, a_running_request_shares_its_prefix_blocks) {
+  harness h(prefix_limits());  // budget 16
+  h.worker.sample_from_context = true;
+  const std::vector<int32_t> shared = seq(500, 20);
+  ASSERT_EQ(h.add_prompt(1, concat(shared, {900, 901, 902}), tokens(6)), "");
+  EXPECT_EQ(h.step(), (std::map<request_id, int64_t>{{1, 16}}));  // 4 blocks computed
+  ASSERT_EQ(h.add_prompt(2, concat(shared, {910, 911}), tokens(5)), "");
+  // Admitted in the step that computes A's fifth block: A's grow registers
+  // it before B's lookup, and the model writes every KV of a layer before
+  // any attention reads, so B may use it at once.
+  EXPECT_EQ(h.step(), (std::map<request_id, int64_t>{{1, 7}, {2, 2}}));
+  ASSERT_EQ(h.last_plan.new_requests.size(), 1u);
+  EXPECT_EQ(h.last_plan.new_requests[0].num_computed_tokens, 20);
+  const std::vector<int32_t> a = *h.ledger.blocks_of(1);
+  const std::vector<int32_t> b = *h.ledger.blocks_of(2);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(a[i], b[i]) << "block " << i;
+    EXPECT_EQ(h.ledger.pool().ref_count(a[i]), 2) << "block " << i;
+  }
+  EXPECT_NE(a[5], b[5]);
+  EXPECT_EQ(h.ledger.pool().num_blocks_used(), 7);
+  h.run_to_completion();
+  expect_reference_outputs(h, {{1, 6}, {2, 5}});
+  EXPECT_EQ(h.sched.stats().num_computed_tokens, (23 + 5) + (2 + 4));
+  h.drain_and_expect_all_blocks_free();
+}
+
+// B shares A's two prefix blocks. When A and C both cross a block boundary
+// with no block free, B (the newest) is preempted: that frees one block, not
+// three, as B's other two stay A's. The scheduler counts three (its free
+// count is an estimate once blocks are shared), so C's grow does not fit:
+// the block manager must refuse it (grow_ok), never abort, C and the later
+// requests sit the step out, and every output is still exact.
+TEST(scheduler_prefix_test, preempting_a_request_that_shares_blocks) {
+  scheduler_limits l = prefix_limits();
+  l.max_num_batched_tokens = 64;
+  l.num_blocks_usable = 14;
+  harness h(l);
+  h.worker.sample_from_context = true;
+  const std::vector<int32_t> shared = seq(500, 8);
+  ASSERT_EQ(h.add_prompt(1, concat(shared, {900}), tokens(10)), "");  // A: 3 blocks
+  ASSERT_EQ(h.add_prompt(2, seq(600, 9), tokens(10)), "");            // C: 3 blocks
+  ASSERT_EQ(h.add_prompt(3, seq(700, 7), tokens(10)), "");            // D: crosses in step 3
+  ASSERT_EQ(h.add_prompt(4, seq(800, 10), tokens(10)), "");           // E: crosses in step 4
+  h.step();
+  EXPECT_EQ(h.ledger.pool().num_blocks_free(), 3);
+  ASSERT_EQ(h.add_prompt(5, concat(shared, {910}), tokens(10)), "");  // B
+  h.step();
+  ASSERT_EQ(h.last_plan.new_requests.size(), 1u);
+  EXPECT_EQ(h.last_plan.new_requests[0].num_computed_tokens, 8);
+  EXPECT_EQ(h.ledger.pool().ref_count((*h.ledger.blocks_of(1))[0]), 2);
+  h.step();
+  h.step();
+  EXPECT_EQ(h.ledger.pool().num_blocks_free(), 0);
+  EXPECT_EQ(h.sched.stats().num_preemptions, 0);
+  const std::map<request_id, int64_t> fifth = h.step();
+  EXPECT_EQ(fifth.count(1), 1u);      // A grows into B's own block
+  EXPECT_EQ(fifth.count(5), 0u);      // B was preempted
+  EXPECT_GE(h.sched.stats().num_preemptions, 1);
+  EXPECT_EQ(h.ledger.blocks_of(5), nullptr);
+  EXPECT_EQ(h.ledger.pool().ref_count((*h.ledger.blocks_of(1))[0]), 1);
+  h.run_to_completion();
+  expect_reference_outputs(h, {{1, 10}, {2, 10}, {3, 10}, {4, 10}, {5, 10}});
+  h.drain_and_expect_all_blocks_free();
+}
+
+// A prefill aborted after its first chunk leaves only the blocks that chunk
+// filled in the cache; the next request with that prompt computes the rest.
+TEST(scheduler_prefix_test, an_aborted_chunked_prefill_caches_only_its_full_blocks) {
+  scheduler_limits l = prefix_limits();
+  l.max_num_batched_tokens = 6;
+  harness h(l);
+  h.worker.sample_from_context = true;
+  const std::vector<int32_t> prompt = seq(500, 13);
+  ASSERT_EQ(h.add_prompt(1, prompt, tokens(3)), "");
+  EXPECT_EQ(h.step(), (std::map<request_id, int64_t>{{1, 6}}));  // 1.5 blocks
+  h.sched.abort_request(1);
+  h.collect();
+  EXPECT_EQ(h.results[1].finish, finish_reason::abort);
+  ASSERT_EQ(h.add_prompt(2, prompt, tokens(3)), "");
+  EXPECT_EQ(h.step(), (std::map<request_id, int64_t>{{2, 6}}));
+  ASSERT_EQ(h.last_plan.new_requests.size(), 1u);
+  EXPECT_EQ(h.last_plan.new_requests[0].num_computed_tokens, 4);
+  h.run_to_completion();
+  expect_reference_outputs(h, {{2, 3}});
+  h.drain_and_expect_all_blocks_free();
+}
+
+TEST(scheduler_prefix_test, prompt_logprobs_requests_compute_every_prompt_token) {
+  harness h(prefix_limits());
+  h.worker.sample_from_context = true;
+  const std::vector<int32_t> prompt = seq(500, 13);
+  ASSERT_EQ(h.add_prompt(1, prompt, tokens(2)), "");
+  h.run_to_completion();
+  sampling_params p = tokens(2);
+  p.prompt_logprobs = 0;
+  ASSERT_EQ(h.add_prompt(2, prompt, p), "");
+  h.step();
+  ASSERT_EQ(h.last_plan.new_requests.size(), 1u);
+  EXPECT_EQ(h.last_plan.new_requests[0].num_computed_tokens, 0);
+  ASSERT_EQ(h.add_prompt(3, prompt, tokens(2)), "");  // an ordinary one still hits
+  h.run_to_completion();
+  expect_reference_outputs(h, {{1, 2}, {2, 2}, {3, 2}});
+  EXPECT_EQ(h.sched.stats().prefix_cache_hits, 12);
+  EXPECT_EQ(h.worker.num_tokens_found_computed, 12);
+  h.drain_and_expect_all_blocks_free();
+}
+
+// Requests over two shared prefixes in a cache that holds about two of them:
+// preemption and prefix hits interleave; every output is still exact.
+void run_shared_prefixes_under_pressure(bool caching, std::map<request_id, result>& out,
+                                        engine_stats& stats) {
+  scheduler_limits l = prefix_limits();
+  l.enable_prefix_caching = caching;
+  l.max_num_batched_tokens = 8;
+  l.num_blocks_usable = 12;
+  harness h(l);
+  h.worker.sample_from_context = true;
+  const std::vector<int32_t> p1 = seq(500, 12), p2 = seq(600, 9);
+  std::map<request_id, int32_t> max_tokens;
+  for (request_id id = 1; id <= 8; ++id) {
+    const std::vector<int32_t>& prefix = id % 2 ? p1 : p2;
+    const int32_t n = 6 + int32_t(id % 4) * 3;
+    ASSERT_EQ(h.add_prompt(id, concat(prefix, seq(1000 + int32_t(id) * 10, id % 3)), tokens(n)),
+              "");
+    max_tokens[id] = n;
+  }
+  for (int i = 0; i < 2000 && h.sched.has_unfinished(); ++i) h.step();
+  ASSERT_FALSE(h.sched.has_unfinished());
+  expect_reference_outputs(h, max_tokens);
+  stats = h.sched.stats();
+  out = h.results;
+  h.drain_and_expect_all_blocks_free();
+}
+
+TEST(scheduler_prefix_test, preemption_with_prefix_caching_keeps_every_output_exact) {
+  std::map<request_id, result> on, off;
+  engine_stats on_stats, off_stats;
+  run_shared_prefixes_under_pressure(true, on, on_stats);
+  run_shared_prefixes_under_pressure(false, off, off_stats);
+  EXPECT_GT(on_stats.num_preemptions, 0);
+  EXPECT_GT(on_stats.prefix_cache_hits, 0);
+  EXPECT_LT(on_stats.num_computed_tokens, off_stats.num_computed_tokens);
+  EXPECT_EQ(off_stats.prefix_cache_hits, 0);
+  for (const auto& [id, r] : off) EXPECT_EQ(on.at(id).tokens, r.tokens) << "request " << id;
+}
+
+// Random arrivals, prompts over a few shared prefixes, random aborts, a
+// cache too small for everyone: the fake worker checks every KV read and
+// write, outputs are checked against the reference.
+TEST(scheduler_prefix_test, random_traffic_over_shared_prefixes) {
+  for (uint64_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
+    scheduler_limits l = prefix_limits();
+    l.max_num_batched_tokens = pick(4, 24);
+    l.max_num_seqs = pick(2, 6);
+    l.max_model_len = 48;
+    l.num_blocks_usable = pick(12, 24);
+    harness h(l);
+    h.worker.sample_from_context = true;
+    std::vector<std::vector<int32_t>> prefixes;
+    for (int i = 0; i < 3; ++i) prefixes.push_back(seq(2000 + 100 * i, pick(1, 20)));
+    std::map<request_id, int32_t> max_tokens;
+    std::vector<request_id> aborted;
+    request_id next_id = 1;
+    for (int i = 0; i < 400 && (next_id <= 40 || h.sched.has_unfinished()); ++i) {
+      while (next_id <= 40 && pick(0, 2) == 0) {
+        std::vector<int32_t> prompt = prefixes[static_cast<size_t>(pick(0, 2))];
+        for (int64_t k = pick(0, 6); k > 0; --k) prompt.push_back(int32_t(pick(3000, 3003)));
+        const int32_t n = int32_t(pick(1, 12));
+        ASSERT_EQ(h.add_prompt(next_id, prompt, tokens(n)), "");
+        max_tokens[next_id++] = n;
+      }
+      if (pick(0, 30) == 0 && next_id > 1) {
+        const request_id victim = request_id(pick(1, int64_t(next_id) - 1));
+        if (h.results[victim].num_finishes == 0) aborted.push_back(victim);
+        h.sched.abort_request(victim);
+        h.collect();
+      }
+      h.step();
+    }
+    ASSERT_FALSE(h.sched.has_unfinished());
+    EXPECT_GT(h.sched.stats().prefix_cache_hits, 0);
+    for (request_id id : aborted) {
+      const std::vector<int32_t> want = reference_generation(h.prompts.at(id), max_tokens.at(id));
+      const std::vector<int32_t>& got = h.results[id].tokens;
+      EXPECT_TRUE(got.size() <= want.size() && std::equal(got.begin(), got.end(), want.begin()))
+          << "aborted request " << id;
+      EXPECT_EQ(h.results[id].finish, finish_reason::abort);
+      max_tokens.erase(id);
+    }
+    expect_reference_outputs(h, max_tokens);
+    h.drain_and_expect_all_blocks_free();
+    if (HasFailure()) return;
+  }
 }
 
 }  // namespace

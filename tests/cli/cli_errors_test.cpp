@@ -159,13 +159,10 @@ TEST(cli_errors, each_config_rule) {
                         "backend: 'cuda' is not supported yet (this build has only the cpu backend)");
   expect_config_problem({"--dtype", "bfloat16"},
                         "dtype: 'bfloat16' is not supported by the cpu backend (float32 only)");
-  expect_config_problem({"--enable-prefix-caching"},
-                        "enable_prefix_caching: prefix caching is not supported yet");
   expect_config_problem({"--speculative-config", "{\"method\": \"ngram\"}"},
                         "speculative_config: speculative decoding is not supported yet");
   expect_config_problem({"--enable-lora"}, "enable_lora: LoRA is not supported yet");
-  expect_config_problem({"--swap-space", "4"},
-                        "swap_space: swapping preempted requests is not supported yet (use 0)");
+  expect_config_problem({"--swap-space", "-1"}, "swap_space: -1 must be >= 0");
   expect_config_problem({"--port", "70000"}, "port: 70000 must be in 1..65535");
 }
 

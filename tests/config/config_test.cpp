@@ -113,6 +113,7 @@ TEST(parse_args, boolean_forms) {
   EXPECT_TRUE(c.skip_tokenizer_init);
   EXPECT_FALSE(c.enable_lora);
   EXPECT_TRUE(parse_ok({"--enable-prefix-caching", "true"}).enable_prefix_caching);
+  EXPECT_FALSE(parse_ok({"--no-enable-prefix-caching"}).enable_prefix_caching);
   EXPECT_FALSE(parse_ok({"--enforce-eager=false"}).enforce_eager);
   // A boolean flag consumes only a literal true/false.
   EXPECT_EQ(parse_error({"--enforce-eager", "yes"}), one_problem("unexpected argument 'yes'"));
@@ -379,12 +380,10 @@ TEST(validate_config, kv_cache_section) {
             problems{"num_gpu_blocks_override: -2 must be >= 1"});
   EXPECT_EQ(problems_with([](auto& c) { c.swap_space = -1; }),
             problems{"swap_space: -1 must be >= 0"});
-  EXPECT_EQ(problems_with([](auto& c) { c.swap_space = 4; }),
-            problems{"swap_space: swapping preempted requests is not supported yet (use 0)"});
+  EXPECT_EQ(problems_with([](auto& c) { c.swap_space = 4; }), problems{});
   EXPECT_EQ(problems_with([](auto& c) { c.cpu_kvcache_space = 0; }),
             problems{"cpu_kvcache_space: 0 must be > 0"});
-  EXPECT_EQ(problems_with([](auto& c) { c.enable_prefix_caching = true; }),
-            problems{"enable_prefix_caching: prefix caching is not supported yet"});
+  EXPECT_EQ(problems_with([](auto& c) { c.enable_prefix_caching = true; }), problems{});
 }
 
 TEST(validate_config, scheduler_section) {
@@ -413,8 +412,7 @@ TEST(validate_config, scheduler_section) {
             }, &m),
             problems{});
   EXPECT_EQ(problems_with([](auto& c) { c.enable_chunked_prefill = false; }), problems{});
-  EXPECT_EQ(problems_with([](auto& c) { c.scheduling_policy = "priority"; }),
-            problems{"scheduling_policy: 'priority' is not supported yet (use fcfs)"});
+  EXPECT_EQ(problems_with([](auto& c) { c.scheduling_policy = "priority"; }), problems{});
   EXPECT_EQ(problems_with([](auto& c) { c.scheduling_policy = "lifo"; }),
             problems{"scheduling_policy: 'lifo' is not one of fcfs, priority"});
 }
