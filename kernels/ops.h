@@ -95,7 +95,8 @@ class ops {
   virtual void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                               const kv_cache_layer& cache) = 0;
   // Causal attention of q over the paged cache (which already holds this
-  // step's keys and values). GQA: query head h reads KV head h / (H / Hkv).
+  // step's keys and values: a layer's write_kv_cache for the whole batch runs
+  // before its attention, which prefix-cache hits within one step rely on). GQA: query head h reads KV head h / (H / Hkv).
   virtual void paged_attention(const tensor& q, const kv_cache_layer& cache,
                                const attention_metadata& meta, int64_t num_heads,
                                int64_t num_kv_heads, int64_t head_dim, float scale,

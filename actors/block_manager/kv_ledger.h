@@ -8,9 +8,13 @@
 // chained hash. The grant lists the block copies the worker must run before
 // the step's forward pass (swap-outs first).
 //
-// Registering a block when the step that computes it is scheduled is safe
-// because steps run one at a time: the next transaction (the only place a
-// lookup happens) is applied after that step has finished.
+// A block is registered when the step that computes it is scheduled, so a
+// later admission in the same transaction may hit a block this very step is
+// computing. That is safe because the model writes the step's K/V for every
+// token of a layer before that layer's attention reads any (the ops
+// contract: write_kv_cache, then paged_attention); the hitting request only
+// reads those slots. Steps run one at a time; overlapping steps must keep
+// this ordering.
 //
 // Plain class, no CAF; one thread (the block manager actor's).
 // Invariant: every block of every request is owned in the pool, once per

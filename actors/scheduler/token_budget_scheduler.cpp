@@ -100,6 +100,24 @@ kv_transaction token_budget_scheduler::schedule() {
   return txn;
 }
 
+void token_budget_scheduler::hold(const std::vector<int32_t>& blocks) {
+  for (int32_t b : blocks) ++block_holders_[b];
+}
+
+int64_t token_budget_scheduler::release(std::vector<int32_t>& blocks) {
+  int64_t freed = 0;
+  for (int32_t b : blocks) {
+    auto it = block_holders_.find(b);
+    TROUPE_CHECK(it != block_holders_.end() && it->second > 0);
+    if (--it->second == 0) {
+      block_holders_.erase(it);
+      ++freed;
+    }
+  }
+  blocks.clear();
+  return freed;
+}
+
 void token_budget_scheduler::order_by_priority() {
   // Running first by (priority, arrival): victims come from the back, so the
   // lowest priority (latest among equals) is preempted first, as vLLM does.
@@ -170,6 +188,7 @@ void token_budget_scheduler::reserve(request_state& r, int64_t num_new_tokens,
   num_blocks_free_ -= need;
   budget -= num_new_tokens;
   if (r.fork_pending) {
+    hold(r.block_ids);  // the leader's prompt blocks, shared from this transaction on
     txn.forks.push_back({r.leader->id, r.id, {}});
     txn.forks.back().token_ids = r.prompt_ids;
     txn.forks.back().token_ids.insert(txn.forks.back().token_ids.end(), r.output_ids.begin(),
@@ -206,10 +225,15 @@ void token_budget_scheduler::apply_grows(const kv_grant& grant) {
       continue;
     }
     if (grant.grow_cow_index[i] >= 0) {
-      r->block_ids[static_cast<size_t>(grant.grow_cow_index[i])] = grant.grow_cow_block[i];
+      int32_t& slot = r->block_ids[static_cast<size_t>(grant.grow_cow_index[i])];
+      std::vector<int32_t> old = {slot};
+      release(old);
+      slot = grant.grow_cow_block[i];
+      hold({slot});
     }
     r->may_copy_on_write = false;
     const std::vector<int32_t>& fresh = grant.grow_block_ids[i];
+    hold(fresh);
     r->block_ids.insert(r->block_ids.end(), fresh.begin(), fresh.end());
     kept.push_back(r);
   }
@@ -227,6 +251,7 @@ void token_budget_scheduler::apply_admissions(const kv_grant& grant) {
       continue;
     }
     r->block_ids = a.block_ids;
+    hold(r->block_ids);
     r->num_computed_tokens = a.num_cached_tokens;
     r->num_cpu_blocks = 0;  // swapped in, if it was out
     r->num_scheduled_tokens =
@@ -244,8 +269,7 @@ void token_budget_scheduler::apply_admissions(const kv_grant& grant) {
 void token_budget_scheduler::release_blocks(request_state& r, kv_transaction& txn) {
   if (!r.block_ids.empty()) {
     txn.free_ids.push_back(r.id);
-    num_blocks_free_ += static_cast<int64_t>(r.block_ids.size());
-    r.block_ids.clear();
+    num_blocks_free_ += release(r.block_ids);
   }
 }
 
@@ -262,9 +286,8 @@ void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& 
     // this very step (the copy runs before the forward pass).
     txn.swap_out_ids.push_back(victim->id);
     num_cpu_blocks_free_ -= held;
-    num_blocks_free_ += held;
+    num_blocks_free_ += release(victim->block_ids);
     victim->num_cpu_blocks = held;
-    victim->block_ids.clear();
     ++stats_.num_swap_outs;
   } else {
     release_blocks(*victim, txn);
@@ -473,9 +496,8 @@ void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
   if (!r->block_ids.empty() || r->num_cpu_blocks > 0) {
     pending_free_.push_back(r->id);
-    num_blocks_free_ += static_cast<int64_t>(r->block_ids.size());
+    num_blocks_free_ += release(r->block_ids);
     num_cpu_blocks_free_ += r->num_cpu_blocks;
-    r->block_ids.clear();
     r->num_cpu_blocks = 0;
   }
   if (r->known_to_worker) pending_drop_.push_back(r->id);

@@ -8,9 +8,11 @@
 // KV blocks: the scheduler keeps the block manager's free-block count from
 // the last grant (the pool changes only through this scheduler's
 // transactions) and plans against it: a running request's growth is counted
-// exactly, an admission as if the prefix cache had nothing (an upper bound),
-// so the grows of the one transaction a step always fit and admissions are
-// refused only in error. The block manager looks admissions up in the prefix
+// exactly, an admission as if the prefix cache had nothing, and a release as
+// the blocks no other request of this scheduler still holds (it counts the
+// holders of every block). Hits on cached free blocks can still make the
+// block manager short; it then refuses the grows or admissions that do not
+// fit, those requests sit the step out, and the grant corrects the count. The block manager looks admissions up in the prefix
 // cache; a hit starts the request with num_computed_tokens > 0. When a
 // running request cannot grow, the newest running request is preempted by
 // recompute (blocks freed, state reset, back to the front of the waiting
@@ -127,6 +129,9 @@ class token_budget_scheduler {
   void apply_admissions(const kv_grant& grant);
   void apply_grows(const kv_grant& grant);
   void order_by_priority();
+  void hold(const std::vector<int32_t>& blocks);
+  // Drops r's hold on its blocks; returns how many no request holds now.
+  int64_t release(std::vector<int32_t>& blocks);
   void start_forks(request_state& leader, const sampled_output& out);
   void unpark_children(request_state& leader);
   void preempt(const request_ptr& victim, kv_transaction& txn);
@@ -149,6 +154,7 @@ class token_budget_scheduler {
   std::vector<request_ptr> pending_aborts_;  // aborted while a step was in flight
   int64_t num_blocks_free_ = 0;
   int64_t num_cpu_blocks_free_ = 0;
+  std::unordered_map<int32_t, int32_t> block_holders_;  // block -> requests holding it
   int64_t step_id_ = 0;
   uint64_t next_arrival_ = 0;
   bool in_flight_ = false;

@@ -8,8 +8,26 @@
 namespace troupe {
 
 namespace {
+
 constexpr int64_t logits_chunk_rows = 64;  // logits computed this many rows at a time
+
+// The sampler's view of a request's parameters (seed, step and token
+// history are filled in by the caller).
+sampler_row sampler_row_for(const sampling_params& p, uint64_t seed) {
+  sampler_row s;
+  s.temperature = p.temperature;
+  s.top_p = p.top_p;
+  s.top_k = p.top_k;
+  s.min_p = p.min_p;
+  s.presence_penalty = p.presence_penalty;
+  s.frequency_penalty = p.frequency_penalty;
+  s.repetition_penalty = p.repetition_penalty;
+  s.num_logprobs = p.logprobs;
+  s.seed = seed;
+  return s;
 }
+
+}  // namespace
 
 model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
                            const runner_limits& limits)
@@ -157,21 +175,12 @@ void model_runner::handle_row(request_state& r, const logit_row& row, const floa
     return;
   }
   const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
-  sampler_row s;
-  s.temperature = r.params.temperature;
-  s.top_p = r.params.top_p;
-  s.top_k = r.params.top_k;
-  s.min_p = r.params.min_p;
-  s.presence_penalty = r.params.presence_penalty;
-  s.frequency_penalty = r.params.frequency_penalty;
-  s.repetition_penalty = r.params.repetition_penalty;
-  s.seed = r.seed;
+  sampler_row s = sampler_row_for(r.params, r.seed);
   s.step = static_cast<uint64_t>(num_outputs);
   s.prompt_ids = r.token_ids.data();
   s.num_prompt_ids = r.num_prompt_tokens;
   s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
   s.num_output_ids = num_outputs;
-  s.num_logprobs = r.params.logprobs;
   sample_result sampled = sample_row(logits, vocab, s);
   out.token_id = sampled.token_id;
   out.logprobs = std::move(sampled.logprobs);
@@ -183,19 +192,10 @@ void model_runner::sample_forks(request_state& r, const float* logits, sampled_o
   // prompt logits with its own seed and parameters, as if it had run alone.
   const int64_t vocab = model_->config().vocab_size;
   for (const fork_child& c : r.fork_children) {
-    sampler_row s;
-    s.temperature = c.params.temperature;
-    s.top_p = c.params.top_p;
-    s.top_k = c.params.top_k;
-    s.min_p = c.params.min_p;
-    s.presence_penalty = c.params.presence_penalty;
-    s.frequency_penalty = c.params.frequency_penalty;
-    s.repetition_penalty = c.params.repetition_penalty;
-    s.seed = c.seed;
+    sampler_row s = sampler_row_for(c.params, c.seed);
     s.step = 0;
     s.prompt_ids = r.token_ids.data();
     s.num_prompt_ids = r.num_prompt_tokens;
-    s.num_logprobs = c.params.logprobs;
     sample_result sampled = sample_row(logits, vocab, s);
     out.fork_samples.push_back({c.id, sampled.token_id, std::move(sampled.logprobs)});
   }

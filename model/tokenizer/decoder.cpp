@@ -37,15 +37,7 @@ status decoder::add(json spec) {
   const std::string type = json_type(spec);
   step s;
   if (type == "Sequence") {
-    simdjson::dom::array items;
-    const std::optional<json> list = json_member(spec, "decoders");
-    if (!list || list->get(items) != simdjson::SUCCESS) {
-      return make_error("Sequence decoder needs a 'decoders' list");
-    }
-    for (json item : items) {
-      if (status st = add(item); !st.ok()) return st;
-    }
-    return {};
+    return for_each_in_sequence(spec, "decoders", "decoder", [this](json item) { return add(item); });
   }
   if (type == "ByteLevel") {
     s.type = kind::byte_level;

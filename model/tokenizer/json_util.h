@@ -37,6 +37,23 @@ result<int64_t> json_int(json obj, std::string_view key, int64_t fallback);
 // obj["type"], or "" when absent or not a string.
 std::string json_type(json obj);
 
+// A {"type": "Sequence", list_key: [...]} component: calls add(item) for
+// each item, in order; an error when the list is missing names `what`.
+template <class Add>
+status for_each_in_sequence(json spec, std::string_view list_key, std::string_view what,
+                            Add&& add) {
+  simdjson::dom::array items;
+  const std::optional<json> list = json_member(spec, list_key);
+  if (!list || list->get(items) != simdjson::SUCCESS) {
+    return make_error("Sequence " + std::string(what) + " needs a '" + std::string(list_key) +
+                      "' list");
+  }
+  for (json item : items) {
+    if (status s = add(item); !s.ok()) return s;
+  }
+  return {};
+}
+
 // obj["pattern"] of a Split or Replace: {"String": s} (a literal, also
 // stored in *literal when given) or {"Regex": r}.
 result<regex> json_pattern(json obj, std::string* literal);

@@ -19,15 +19,7 @@ status normalizer::add(json spec) {
   const std::string type = json_type(spec);
   step s;
   if (type == "Sequence") {
-    simdjson::dom::array items;
-    const std::optional<json> list = json_member(spec, "normalizers");
-    if (!list || list->get(items) != simdjson::SUCCESS) {
-      return make_error("Sequence normalizer needs a 'normalizers' list");
-    }
-    for (json item : items) {
-      if (status st = add(item); !st.ok()) return st;
-    }
-    return {};
+    return for_each_in_sequence(spec, "normalizers", "normalizer", [this](json item) { return add(item); });
   }
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     s.type = kind::unicode;

@@ -44,15 +44,7 @@ result<std::unique_ptr<post_processor>> post_processor::parse(json spec) {
 status post_processor::add(json spec) {
   const std::string type = json_type(spec);
   if (type == "Sequence") {
-    simdjson::dom::array items;
-    const std::optional<json> list = json_member(spec, "processors");
-    if (!list || list->get(items) != simdjson::SUCCESS) {
-      return make_error("Sequence post_processor needs a 'processors' list");
-    }
-    for (json item : items) {
-      if (status s = add(item); !s.ok()) return s;
-    }
-    return {};
+    return for_each_in_sequence(spec, "processors", "post_processor", [this](json item) { return add(item); });
   }
   if (type == "ByteLevel") return {};  // only trims offsets
   if (type == "TemplateProcessing") return add_template(spec);

@@ -84,15 +84,7 @@ result<std::unique_ptr<pre_tokenizer>> pre_tokenizer::parse(std::optional<json> 
 status pre_tokenizer::add(json spec) {
   const std::string type = json_type(spec);
   if (type == "Sequence") {
-    simdjson::dom::array items;
-    const std::optional<json> list = json_member(spec, "pretokenizers");
-    if (!list || list->get(items) != simdjson::SUCCESS) {
-      return make_error("Sequence pre_tokenizer needs a 'pretokenizers' list");
-    }
-    for (json item : items) {
-      if (status s = add(item); !s.ok()) return s;
-    }
-    return {};
+    return for_each_in_sequence(spec, "pretokenizers", "pre_tokenizer", [this](json item) { return add(item); });
   }
   if (type == "Split") return add_split(spec);
   if (type == "ByteLevel") return add_byte_level(spec);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actors/engine.h"
+#include "tests/actors/waiting_sink.h"
 
 #ifndef TROUPE_TEST_DATA
 #define TROUPE_TEST_DATA "tests/data"
@@ -21,33 +22,6 @@
 
 namespace troupe {
 namespace {
-
-class token_sink : public request_sink {
- public:
-  void on_output(const request_output& o) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    tokens_.insert(tokens_.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    if (o.finish != finish_reason::none) {
-      finish_ = o.finish;
-      cv_.notify_all();
-    }
-  }
-  std::vector<int32_t> wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(120), [&] { return finish_ != finish_reason::none; });
-    return tokens_;
-  }
-  finish_reason finish() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finish_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int32_t> tokens_;
-  finish_reason finish_ = finish_reason::none;
-};
 
 engine_config base_config() {
   engine_config c;
@@ -108,7 +82,7 @@ const std::vector<std::vector<int32_t>>& reference_outputs() {
     std::vector<std::vector<int32_t>> out;
     const workload& w = the_workload();
     for (size_t i = 0; i < w.prompts.size(); ++i) {
-      auto sink = std::make_shared<token_sink>();
+      auto sink = std::make_shared<testing::waiting_sink>();
       (*e)->submit(w.prompts[i], greedy(w.max_tokens[i]), sink);
       out.push_back(sink->wait());
     }
@@ -122,10 +96,10 @@ std::vector<std::vector<int32_t>> run_concurrently(const engine_config& c, engin
   auto e = engine::create(c);
   EXPECT_TRUE(e.ok()) << e.error_message();
   const workload& w = the_workload();
-  std::vector<std::shared_ptr<token_sink>> sinks;
+  std::vector<std::shared_ptr<testing::waiting_sink>> sinks;
   for (size_t i = 0; i < w.prompts.size(); ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(w.arrival_gap_us[i]));
-    sinks.push_back(std::make_shared<token_sink>());
+    sinks.push_back(std::make_shared<testing::waiting_sink>());
     (*e)->submit(w.prompts[i], greedy(w.max_tokens[i]), sinks.back());
   }
   std::vector<std::vector<int32_t>> out;
@@ -213,17 +187,17 @@ TEST(prefix_caching, second_request_computes_only_its_suffix) {
   no_cache.enable_prefix_caching = false;
   auto plain = engine::create(no_cache);
   ASSERT_TRUE(plain.ok()) << plain.error_message();
-  auto ref_sink = std::make_shared<token_sink>();
+  auto ref_sink = std::make_shared<testing::waiting_sink>();
   (*plain)->submit(b, greedy(max_tokens), ref_sink);
   const auto expected = ref_sink->wait();
   // With caching: a, then b.
   auto e = engine::create(c);
   ASSERT_TRUE(e.ok()) << e.error_message();
-  auto sa = std::make_shared<token_sink>();
+  auto sa = std::make_shared<testing::waiting_sink>();
   (*e)->submit(a, greedy(max_tokens), sa);
   sa->wait();
   const engine_stats before = (*e)->stats();
-  auto sb = std::make_shared<token_sink>();
+  auto sb = std::make_shared<testing::waiting_sink>();
   (*e)->submit(b, greedy(max_tokens), sb);
   EXPECT_EQ(sb->wait(), expected);
   const engine_stats after = (*e)->stats();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/engine.h"
+#include "tests/actors/waiting_sink.h"
 
 #ifndef TROUPE_TEST_DATA
 #define TROUPE_TEST_DATA "tests/data"
@@ -17,57 +18,6 @@
 
 namespace troupe {
 namespace {
-
-// Records outputs; optionally aborts its request after `abort_after` tokens.
-class recording_sink : public request_sink {
- public:
-  void on_output(const request_output& o) override {
-    std::function<void()> hook;
-    std::unique_lock<std::mutex> lock(mu_);
-    tokens_.insert(tokens_.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    if (o.finish != finish_reason::none) {
-      finish_ = o.finish;
-      error_ = o.error;
-      cv_.notify_all();
-    } else if (on_tokens_ && static_cast<int>(tokens_.size()) >= abort_after_) {
-      hook = std::move(on_tokens_);
-      on_tokens_ = nullptr;
-    }
-    lock.unlock();
-    if (hook) hook();
-  }
-  void abort_after(int n, std::function<void()> hook) {
-    std::lock_guard<std::mutex> lock(mu_);
-    abort_after_ = n;
-    on_tokens_ = std::move(hook);
-  }
-  bool wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(60),
-                        [&] { return finish_ != finish_reason::none; });
-  }
-  std::vector<int32_t> tokens() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return tokens_;
-  }
-  finish_reason finish() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finish_;
-  }
-  std::string error() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return error_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int32_t> tokens_;
-  finish_reason finish_ = finish_reason::none;
-  std::string error_;
-  int abort_after_ = 0;
-  std::function<void()> on_tokens_;
-};
 
 engine_config tiny_config() {
   engine_config c;
@@ -105,15 +55,15 @@ void expect_no_leak(engine& e) {
 TEST(engine, runs_requests_and_returns_every_block) {
   auto e = engine::create(tiny_config());
   ASSERT_TRUE(e.ok()) << e.error_message();
-  std::vector<std::shared_ptr<recording_sink>> sinks;
+  std::vector<std::shared_ptr<testing::waiting_sink>> sinks;
   for (int i = 0; i < 10; ++i) {
-    auto sink = std::make_shared<recording_sink>();
+    auto sink = std::make_shared<testing::waiting_sink>();
     sinks.push_back(sink);
     std::vector<int32_t> prompt(static_cast<size_t>(5 + 9 * i), 3 + i);
     (*e)->submit(prompt, greedy(8 + i), sink);
   }
   for (size_t i = 0; i < sinks.size(); ++i) {
-    ASSERT_TRUE(sinks[i]->wait());
+    ASSERT_TRUE(sinks[i]->finished());
     EXPECT_EQ(sinks[i]->finish(), finish_reason::length);
     EXPECT_EQ(sinks[i]->tokens().size(), 8 + i);
   }
@@ -126,23 +76,23 @@ TEST(engine, abort_while_decoding_and_while_waiting) {
   ASSERT_TRUE(e.ok()) << e.error_message();
   engine& eng = **e;
   // Four long runners fill max_num_seqs; the fifth waits.
-  std::vector<std::shared_ptr<recording_sink>> runners;
+  std::vector<std::shared_ptr<testing::waiting_sink>> runners;
   std::vector<request_id> ids;
   for (int i = 0; i < 4; ++i) {
-    auto sink = std::make_shared<recording_sink>();
+    auto sink = std::make_shared<testing::waiting_sink>();
     runners.push_back(sink);
     ids.push_back(eng.submit({1, 2, 3, int32_t(10 + i)}, greedy(200), sink));
   }
-  auto waiting = std::make_shared<recording_sink>();
+  auto waiting = std::make_shared<testing::waiting_sink>();
   const request_id waiting_id = eng.submit({4, 5, 6}, greedy(5), waiting);
   eng.abort(waiting_id);
-  ASSERT_TRUE(waiting->wait());
+  ASSERT_TRUE(waiting->finished());
   EXPECT_EQ(waiting->finish(), finish_reason::abort);
   // Abort one runner from inside its own sink once it has 3 tokens.
-  runners[0]->abort_after(3, [&eng, id = ids[0]] { eng.abort(id); });
+  runners[0]->on_tokens(3, [&eng, id = ids[0]] { eng.abort(id); });
   for (size_t i = 1; i < runners.size(); ++i) eng.abort(ids[i]);
   for (auto& r : runners) {
-    ASSERT_TRUE(r->wait());
+    ASSERT_TRUE(r->finished());
     EXPECT_EQ(r->finish(), finish_reason::abort);
     EXPECT_LT(r->tokens().size(), 200u);
   }
@@ -153,14 +103,14 @@ TEST(engine, abort_while_decoding_and_while_waiting) {
 TEST(engine, invalid_request_is_an_error_output) {
   auto e = engine::create(tiny_config());
   ASSERT_TRUE(e.ok()) << e.error_message();
-  auto sink = std::make_shared<recording_sink>();
+  auto sink = std::make_shared<testing::waiting_sink>();
   (*e)->submit(std::vector<int32_t>(300, 1), greedy(4), sink);
-  ASSERT_TRUE(sink->wait());
+  ASSERT_TRUE(sink->finished());
   EXPECT_EQ(sink->finish(), finish_reason::error);
   EXPECT_EQ(sink->error(), "the prompt has 300 tokens, more than max_model_len 256");
-  auto empty = std::make_shared<recording_sink>();
+  auto empty = std::make_shared<testing::waiting_sink>();
   (*e)->submit({}, greedy(4), empty);
-  ASSERT_TRUE(empty->wait());
+  ASSERT_TRUE(empty->finished());
   EXPECT_EQ(empty->error(), "the prompt is empty");
   expect_no_leak(**e);
 }
@@ -169,7 +119,7 @@ TEST(engine, shutdown_with_requests_running_does_not_hang) {
   auto e = engine::create(tiny_config());
   ASSERT_TRUE(e.ok()) << e.error_message();
   for (int i = 0; i < 6; ++i) {
-    (*e)->submit({1, 2, int32_t(i)}, greedy(250), std::make_shared<recording_sink>());
+    (*e)->submit({1, 2, int32_t(i)}, greedy(250), std::make_shared<testing::waiting_sink>());
   }
   e->reset();  // must return
   SUCCEED();

@@ -10,6 +10,7 @@
 
 #include "actors/block_manager/kv_ledger.h"
 #include "actors/engine.h"
+#include "tests/actors/waiting_sink.h"
 #include "actors/scheduler/token_budget_scheduler.h"
 #include "tests/actors/fake_worker.h"
 
@@ -72,29 +73,6 @@ TEST(fork, siblings_share_prompt_blocks_and_copy_the_partial_one) {
   EXPECT_EQ(ledger.pool().num_blocks_free(), l.num_blocks_usable);
 }
 
-class token_sink : public request_sink {
- public:
-  void on_output(const request_output& o) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    tokens_.insert(tokens_.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-    if (o.finish != finish_reason::none) {
-      done_ = true;
-      cv_.notify_all();
-    }
-  }
-  std::vector<int32_t> wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(60), [&] { return done_; });
-    return tokens_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int32_t> tokens_;
-  bool done_ = false;
-};
-
 TEST(fork, n4_samples_equal_solo_runs_with_their_seeds) {
   engine_config c;
   c.model = std::string(TROUPE_TEST_DATA) + "/models/tiny-llama";
@@ -112,11 +90,11 @@ TEST(fork, n4_samples_equal_solo_runs_with_their_seeds) {
   p.has_seed = true;
   auto run_group = [&] {
     std::vector<engine::submission> batch;
-    std::vector<std::shared_ptr<token_sink>> sinks;
+    std::vector<std::shared_ptr<testing::waiting_sink>> sinks;
     for (int j = 0; j < 4; ++j) {
       sampling_params q = p;
       q.seed = 7 + j;
-      sinks.push_back(std::make_shared<token_sink>());
+      sinks.push_back(std::make_shared<testing::waiting_sink>());
       batch.push_back({prompt, q, sinks.back(), j == 0 ? -1 : 0});
     }
     (*e)->submit_batch(std::move(batch));
@@ -133,7 +111,7 @@ TEST(fork, n4_samples_equal_solo_runs_with_their_seeds) {
   for (int j = 0; j < 4; ++j) {
     sampling_params q = p;
     q.seed = 7 + j;
-    auto sink = std::make_shared<token_sink>();
+    auto sink = std::make_shared<testing::waiting_sink>();
     (*e)->submit(prompt, q, sink);
     EXPECT_EQ(sink->wait(), group[static_cast<size_t>(j)]) << "sample " << j;
   }
