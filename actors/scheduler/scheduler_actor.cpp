@@ -31,15 +31,26 @@ void maybe_step(self_ptr self) {
         step_plan plan = self->state.core->commit(grant);
         if (plan.step_id == 0) {  // nothing to run
           flush_outputs(self);
-          if (self->state.core->has_unfinished()) {
-            // Cannot happen while admission checks hold; never spin on it.
-            get_logger("sched")->error("a step scheduled no request while {} wait",
-                                       self->state.core->stats().num_waiting);
-          } else {
+          if (!self->state.core->has_unfinished()) {
+            maybe_step(self);  // only frees travelled
+            return;
+          }
+          // The block manager refused what the scheduler's estimate allowed
+          // (prefix hits on cached free blocks take more than counted). The
+          // grant has corrected the count: try again at once, then back off.
+          const int tries = ++self->state.empty_steps;
+          const engine_stats s = self->state.core->stats();
+          get_logger("sched")->debug("a transaction scheduled nothing ({} running, {} waiting, {} "
+                                     "blocks free); retry {}",
+                                     s.num_running, s.num_waiting, s.num_blocks_free, tries);
+          if (tries == 1) {
             maybe_step(self);
+          } else {
+            self->delayed_send(self, std::chrono::milliseconds(1), atoms::step_v);
           }
           return;
         }
+        self->state.empty_steps = 0;
         self->request(self->state.worker, caf::infinite, std::move(plan))
             .then([self](const step_output& output) {
               self->state.core->update(output);
@@ -112,6 +123,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
       },
       [self](atoms::get_stats) -> engine_stats { return self->state.core->stats(); },
       [self](atoms::log_stats) { log_stats(self); },
+      [self](atoms::step) { maybe_step(self); },
   };
 }
 

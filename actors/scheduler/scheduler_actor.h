@@ -20,6 +20,7 @@ struct scheduler_state {
   caf::actor worker;
   std::unordered_map<request_id, caf::actor> clients;
   engine_stats last_logged;
+  int empty_steps = 0;  // consecutive transactions that scheduled nothing
   std::chrono::steady_clock::time_point last_log_time;
   static inline const char* name = "scheduler";
 };
