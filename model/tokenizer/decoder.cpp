@@ -147,31 +147,7 @@ void decoder::byte_fallback(std::vector<std::string>& tokens) {
 }
 
 void decoder::replace(const step& s, std::vector<std::string>& tokens) {
-  for (std::string& t : tokens) {
-    std::string out;
-    if (!s.literal.empty()) {
-      size_t from = 0;
-      for (size_t at = t.find(s.literal); at != std::string::npos; at = t.find(s.literal, from)) {
-        out.append(t, from, at - from);
-        out += s.content;
-        from = at + s.literal.size();
-      }
-      out.append(t, from, std::string::npos);
-    } else if (s.pattern) {
-      std::vector<match_span> spans;
-      s.pattern->find_matches(t, spans);
-      for (const match_span& m : spans) {
-        if (m.is_match) {
-          out += s.content;
-        } else {
-          out.append(t, m.start, m.end - m.start);
-        }
-      }
-    } else {
-      continue;
-    }
-    t = std::move(out);
-  }
+  for (std::string& t : tokens) replace_pattern(s.literal, s.pattern, s.content, t);
 }
 
 void decoder::strip(const step& s, std::vector<std::string>& tokens) {

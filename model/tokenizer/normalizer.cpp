@@ -56,31 +56,7 @@ status normalizer::add(json spec) {
 }
 
 void normalizer::replace(const step& s, std::string& text) {
-  std::string out;
-  if (!s.literal.empty()) {
-    size_t from = 0, at = text.find(s.literal);
-    if (at == std::string::npos) return;
-    out.reserve(text.size() + text.size() / 4);
-    for (; at != std::string::npos; at = text.find(s.literal, from)) {
-      out.append(text, from, at - from);
-      out += s.content;
-      from = at + s.literal.size();
-    }
-    out.append(text, from, std::string::npos);
-  } else if (s.pattern) {
-    std::vector<match_span> spans;
-    s.pattern->find_matches(text, spans);
-    for (const match_span& m : spans) {
-      if (m.is_match) {
-        out += s.content;
-      } else {
-        out.append(text, m.start, m.end - m.start);
-      }
-    }
-  } else {
-    return;  // an empty String pattern matches nothing
-  }
-  text = std::move(out);
+  replace_pattern(s.literal, s.pattern, s.content, text);
 }
 
 void normalizer::normalize(std::string& text) const {

@@ -237,4 +237,34 @@ void regex::find_matches(std::string_view subject, std::vector<match_span>& out)
   if (prev != subject.size()) out.push_back({prev, subject.size(), false});
 }
 
+bool replace_pattern(const std::string& literal, const std::optional<regex>& pattern,
+                     const std::string& content, std::string& text) {
+  std::string out;
+  if (!literal.empty()) {
+    size_t from = 0, at = text.find(literal);
+    if (at == std::string::npos) return true;
+    out.reserve(text.size() + text.size() / 4);
+    for (; at != std::string::npos; at = text.find(literal, from)) {
+      out.append(text, from, at - from);
+      out += content;
+      from = at + literal.size();
+    }
+    out.append(text, from, std::string::npos);
+  } else if (pattern) {
+    std::vector<match_span> spans;
+    pattern->find_matches(text, spans);
+    for (const match_span& m : spans) {
+      if (m.is_match) {
+        out += content;
+      } else {
+        out.append(text, m.start, m.end - m.start);
+      }
+    }
+  } else {
+    return false;  // an empty String pattern matches nothing
+  }
+  text = std::move(out);
+  return true;
+}
+
 }  // namespace troupe::tok

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,5 +50,11 @@ class regex {
 
 // The PCRE2 form of an Oniguruma pattern (exposed for tests).
 std::string translate_oniguruma_pattern(std::string_view pattern);
+
+// tokenizers' Replace (normalizer and decoder alike): every occurrence of
+// `literal` (when not empty) or every match of `pattern` in text becomes
+// `content`. false (text untouched) when there is no pattern.
+bool replace_pattern(const std::string& literal, const std::optional<regex>& pattern,
+                     const std::string& content, std::string& text);
 
 }  // namespace troupe::tok
