@@ -5,7 +5,8 @@
 # OpenBLAS, PCRE2, utf8proc, ...). The GPU host has the CUDA libraries; it
 # has none of these. Run binaries there with LD_LIBRARY_PATH=build-device/lib.
 #
-#   scripts/device-bundle.sh [BINARY...]   (default: build/troupe and the benches)
+#   scripts/device-bundle.sh [BINARY...]   (default: build/troupe, the benches and
+#                                           the CUDA tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build-device
@@ -14,7 +15,9 @@ mkdir -p "$out/bin" "$out/lib"
 bins=("$@")
 if ((${#bins[@]} == 0)); then
   bins=(build/troupe)
-  for b in build/model/tokenizer/tokenizer_bench; do [[ -x $b ]] && bins+=("$b"); done
+  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test; do
+    [[ -x $b ]] && bins+=("$b")
+  done
 fi
 for b in "${bins[@]}"; do
   cp "$b" "$out/bin/"
@@ -26,5 +29,8 @@ for b in "${bins[@]}"; do
     esac
   done
 done
-du -sh "$out"
+# The checkout travels to the GPU host too (64 MiB in all): ship the bundle
+# compressed (OpenBLAS alone is 35 MB, 6 MB as xz). Carry build-device.tar.xz.
+tar -cJf build-device.tar.xz "$out"
+du -sh "$out" build-device.tar.xz
 ls "$out/lib"

@@ -1,0 +1,20 @@
+// Activation kernels (host API). Device pointers; asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace troupe::cuda {
+
+// gate_up is [rows, 2 * d]: out[i, j] = silu(gate_up[i, j]) * gate_up[i, d + j].
+void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, void* out,
+                  cudaStream_t stream);
+
+// out[i, :] = table[ids[i], :] (rows of `cols` elements).
+void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const void* table,
+               int64_t cols, void* out, cudaStream_t stream);
+
+}  // namespace troupe::cuda

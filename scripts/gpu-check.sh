@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On the GPU host: runs every GPU test of the bundle (and compute-sanitizer
+# on the kernel tests) and prints a summary table last.
+#   scripts/device-bundle.sh            # here, after building
+#   (carry build-device.tar.xz) scripts/gpu-check.sh [OUT_DIR]   # there
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-/tmp/gpu-check}
+mkdir -p "$out"
+[[ -d build-device ]] || tar -xJf build-device.tar.xz
+export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export TROUPE_TEST_DATA=$PWD/tests/data
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+declare -a rows
+for t in build-device/bin/cuda_*_test; do
+  name=$(basename "$t")
+  if "$t" --gtest_brief=1 >"$out/$name.log" 2>&1; then status=pass; else status=FAIL; fi
+  passed=$(grep -c '^\[       OK \]' "$out/$name.log" || true)
+  summary=$(grep -E '^\[  (PASSED|FAILED)' "$out/$name.log" | tr '\n' ' ')
+  rows+=("| $name | $status | $summary |")
+  if command -v compute-sanitizer >/dev/null; then
+    if compute-sanitizer --tool memcheck --error-exitcode 7 "$t" --gtest_brief=1 \
+        >"$out/$name.memcheck.log" 2>&1; then ms=clean; else ms=ERRORS; fi
+    rows+=("| $name (compute-sanitizer memcheck) | $ms | $(grep -m1 'ERROR SUMMARY' "$out/$name.memcheck.log") |")
+  fi
+done
+echo
+echo "| check | result | detail |"
+echo "| --- | --- | --- |"
+printf '%s\n' "${rows[@]}"

@@ -1,0 +1,158 @@
+// CUDA kernels against the CPU reference ops on random inputs, float32 and
+// bfloat16, over shapes that hit the edges (odd widths, one row, many rows,
+// head dims 16/48/64/128). Outputs are poisoned with NaN first so elements a
+// kernel fails to write show. Skipped where no CUDA device is visible (the
+// build machines); run on the GPU host by scripts/gpu-check.sh.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/activation/activation.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/norm/norm.h"
+#include "model/weights.h"
+
+namespace troupe {
+namespace {
+
+using cuda::element_type;
+
+class cuda_kernels : public ::testing::TestWithParam<element_type> {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  bool bf16() const { return GetParam() == element_type::bf16; }
+  size_t elem() const { return bf16() ? 2 : 4; }
+  // Values as the device type sees them (bf16-rounded when bf16).
+  std::vector<float> random(size_t n, float scale, uint32_t seed) const {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-scale, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = bf16() ? bf16_to_f32(f32_to_bf16(d(rng))) : d(rng);
+    return v;
+  }
+  void* upload(const std::vector<float>& v) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, v.size() * elem()), cudaSuccess);
+    if (bf16()) {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+      cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+    } else {
+      cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
+    }
+    buffers_.push_back(p);
+    return p;
+  }
+  void* poisoned(size_t n) {
+    return upload(std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
+  }
+  std::vector<float> download(const void* p, size_t n) {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> v(n);
+    if (bf16()) {
+      std::vector<uint16_t> h(n);
+      cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < n; ++i) v[i] = bf16_to_f32(h[i]);
+    } else {
+      cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost);
+    }
+    return v;
+  }
+  void expect_close(const std::vector<float>& got, const std::vector<float>& want,
+                    const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    const float rel = bf16() ? 1.6e-2f : 2e-5f, abs = bf16() ? 1e-2f : 1e-5f;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << what << ": element " << i << " not written";
+      ASSERT_NEAR(got[i], want[i], abs + rel * std::fabs(want[i])) << what << " element " << i;
+    }
+  }
+  void TearDown() override {
+    for (void* p : buffers_) cudaFree(p);
+  }
+  tensor host(std::vector<float>& v, int64_t rows, int64_t cols) {
+    return tensor{v.data(), dtype::f32, rows, cols};
+  }
+
+  cpu_ops ref_;
+  std::vector<void*> buffers_;
+};
+
+TEST_P(cuda_kernels, rms_norm_and_fused_add) {
+  for (int64_t cols : {16, 48, 128, 896, 4096, 4097}) {
+    for (int64_t rows : {1, 3, 257}) {
+      auto x = random(rows * cols, 2.0f, 1), w = random(cols, 1.5f, 2), r = random(rows * cols, 2.0f, 3);
+      std::vector<float> want(x.size());
+      ref_.rms_norm(host(x, rows, cols), host(w, cols, 1), 1e-6f, host(want, rows, cols));
+      void* out = poisoned(x.size());
+      cuda::rms_norm(GetParam(), upload(x), upload(w), 1e-6f, rows, cols, out, nullptr);
+      expect_close(download(out, x.size()), want, "rms_norm");
+      // Fused residual add: the residual must come back as r + x too.
+      std::vector<float> r_ref = r, want2(x.size());
+      ref_.add_rms_norm(host(r_ref, rows, cols), host(x, rows, cols), host(w, cols, 1), 1e-6f,
+                        host(want2, rows, cols));
+      void* r_dev = upload(r);
+      void* out2 = poisoned(x.size());
+      cuda::add_rms_norm(GetParam(), r_dev, upload(x), upload(w), 1e-6f, rows, cols, out2, nullptr);
+      expect_close(download(out2, x.size()), want2, "add_rms_norm out");
+      expect_close(download(r_dev, x.size()), r_ref, "add_rms_norm residual");
+    }
+  }
+}
+
+TEST_P(cuda_kernels, head_rms_norm) {
+  for (int64_t head_dim : {16, 48, 64, 128}) {
+    const int64_t heads = 5, rows = 7, cols = heads * head_dim;
+    auto x = random(rows * cols, 3.0f, 4), w = random(head_dim, 1.0f, 5);
+    std::vector<float> want = x;
+    ref_.head_rms_norm(host(want, rows, cols), head_dim, host(w, head_dim, 1), 1e-6f);
+    void* x_dev = upload(x);
+    cuda::head_rms_norm(GetParam(), x_dev, upload(w), 1e-6f, rows, cols, head_dim, nullptr);
+    expect_close(download(x_dev, x.size()), want, "head_rms_norm");
+  }
+}
+
+TEST_P(cuda_kernels, silu_and_mul_and_embedding) {
+  for (int64_t d : {1, 48, 4864, 14336}) {
+    const int64_t rows = 9;
+    auto gu = random(rows * 2 * d, 4.0f, 6);
+    std::vector<float> want(rows * d);
+    ref_.silu_and_mul(host(gu, rows, 2 * d), host(want, rows, d));
+    void* out = poisoned(want.size());
+    cuda::silu_and_mul(GetParam(), upload(gu), rows, d, out, nullptr);
+    expect_close(download(out, want.size()), want, "silu_and_mul");
+  }
+  const int64_t vocab = 1000, cols = 896;
+  auto table = random(vocab * cols, 1.0f, 7);
+  std::vector<int32_t> ids = {0, 999, 5, 5, 123};
+  int32_t* ids_dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&ids_dev, ids.size() * 4), cudaSuccess);
+  cudaMemcpy(ids_dev, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice);
+  void* out = poisoned(ids.size() * cols);
+  cuda::embedding(GetParam(), ids_dev, static_cast<int64_t>(ids.size()), upload(table), cols, out,
+                  nullptr);
+  const auto got = download(out, ids.size() * cols);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      ASSERT_EQ(got[i * cols + j], table[static_cast<size_t>(ids[i]) * cols + j]);
+    }
+  }
+  cudaFree(ids_dev);
+}
+
+INSTANTIATE_TEST_SUITE_P(types, cuda_kernels,
+                         ::testing::Values(element_type::f32, element_type::bf16),
+                         [](const auto& info) {
+                           return info.param == element_type::f32 ? "f32" : "bf16";
+                         });
+
+}  // namespace
+}  // namespace troupe
