@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -14,6 +15,9 @@
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/activation/activation.h"
+#include "kernels/cuda/cache/cache.h"
+#include "kernels/cuda/rope/rope.h"
+#include "model/rope.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/norm/norm.h"
 #include "model/weights.h"
@@ -146,6 +150,86 @@ TEST_P(cuda_kernels, silu_and_mul_and_embedding) {
     }
   }
   cudaFree(ids_dev);
+}
+
+int32_t* upload_ints(const std::vector<int32_t>& v) {
+  int32_t* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(1, v.size()) * 4), cudaSuccess);
+  cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
+  return p;
+}
+
+TEST_P(cuda_kernels, rope_matches_reference_with_llama3_scaling) {
+  rope_config rc;
+  rc.type = rope_type::llama3;
+  rc.theta = 500000.0;
+  rc.factor = 8.0;
+  rc.original_max_position_embeddings = 512;
+  for (int64_t head_dim : {16, 48, 64, 128}) {
+    const int64_t max_pos = 4096, n = 37, q_heads = 8, k_heads = 2;
+    std::vector<float> cos_h, sin_h;
+    rope_cos_sin(rc, head_dim, max_pos, cos_h, sin_h);
+    std::vector<int32_t> pos(n);
+    for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>((i * 977) % max_pos);
+    auto q = random(n * q_heads * head_dim, 1.0f, 8), k = random(n * k_heads * head_dim, 1.0f, 9);
+    std::vector<float> q_ref = q, k_ref = k;
+    rope_tables tables{host(cos_h, max_pos, head_dim / 2), host(sin_h, max_pos, head_dim / 2)};
+    ref_.rope(host(q_ref, n, q_heads * head_dim), host(k_ref, n, k_heads * head_dim), pos.data(),
+              head_dim, tables);
+    float *cos_d = nullptr, *sin_d = nullptr;
+    cudaMalloc(&cos_d, cos_h.size() * 4);
+    cudaMalloc(&sin_d, sin_h.size() * 4);
+    cudaMemcpy(cos_d, cos_h.data(), cos_h.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(sin_d, sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice);
+    int32_t* pos_d = upload_ints(pos);
+    void* q_d = upload(q);
+    void* k_d = upload(k);
+    cuda::rope(GetParam(), q_d, q_heads, k_d, k_heads, head_dim, pos_d, n, cos_d, sin_d, nullptr);
+    expect_close(download(q_d, q.size()), q_ref, "rope q");
+    expect_close(download(k_d, k.size()), k_ref, "rope k");
+    cudaFree(cos_d);
+    cudaFree(sin_d);
+    cudaFree(pos_d);
+  }
+}
+
+TEST_P(cuda_kernels, kv_cache_write_gather_and_block_copies) {
+  const int64_t kv_cols = 2 * 64, block_size = 16, num_blocks = 9, n = 21;
+  auto k = random(n * kv_cols, 1.0f, 10), v = random(n * kv_cols, 1.0f, 11);
+  std::vector<int32_t> slots(n);
+  for (int64_t i = 0; i < n; ++i) slots[i] = i % 5 == 4 ? -1 : static_cast<int32_t>(15 + i * 3);
+  const size_t cache_elems = static_cast<size_t>(num_blocks * block_size * kv_cols);
+  std::vector<float> k_cache(cache_elems, 7.0f), v_cache(cache_elems, 7.0f);
+  ref_.write_kv_cache(host(k, n, kv_cols), host(v, n, kv_cols), slots.data(),
+                      {host(k_cache, num_blocks * block_size, kv_cols),
+                       host(v_cache, num_blocks * block_size, kv_cols)});
+  void* kc = upload(std::vector<float>(cache_elems, 7.0f));
+  void* vc = upload(std::vector<float>(cache_elems, 7.0f));
+  int32_t* slots_d = upload_ints(slots);
+  cuda::write_kv_cache(GetParam(), upload(k), upload(v), slots_d, n, kv_cols, kc, vc, nullptr);
+  expect_close(download(kc, cache_elems), k_cache, "k cache");  // slot -1 rows untouched too
+  expect_close(download(vc, cache_elems), v_cache, "v cache");
+  // gather rows of k
+  const std::vector<int32_t> idx = {20, 0, 7, 7};
+  std::vector<float> g_ref(idx.size() * kv_cols);
+  ref_.gather_rows(host(k, n, kv_cols), idx.data(), 4, host(g_ref, 4, kv_cols));
+  void* g = poisoned(g_ref.size());
+  int32_t* idx_d = upload_ints(idx);
+  cuda::gather_rows(GetParam(), upload(k), idx_d, 4, kv_cols, g, nullptr);
+  expect_close(download(g, g_ref.size()), g_ref, "gather_rows");
+  // copy blocks within the cache (copy-on-write) as the CPU does
+  const std::vector<int32_t> src = {1, 3}, dst = {8, 2};
+  ref_.copy_kv_blocks({host(k_cache, num_blocks * block_size, kv_cols),
+                       host(v_cache, num_blocks * block_size, kv_cols)},
+                      {host(k_cache, num_blocks * block_size, kv_cols),
+                       host(v_cache, num_blocks * block_size, kv_cols)},
+                      src.data(), dst.data(), 2, block_size);
+  cuda::copy_kv_blocks(GetParam(), kc, vc, kc, vc, src.data(), dst.data(), 2, block_size, kv_cols,
+                       nullptr);
+  expect_close(download(kc, cache_elems), k_cache, "k after block copy");
+  expect_close(download(vc, cache_elems), v_cache, "v after block copy");
+  cudaFree(slots_d);
+  cudaFree(idx_d);
 }
 
 INSTANTIATE_TEST_SUITE_P(types, cuda_kernels,

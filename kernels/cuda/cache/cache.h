@@ -1,0 +1,30 @@
+// Paged KV cache kernels (host API). A layer's cache is K and V, each
+// [num_slots, kv_cols] with slot = block * block_size + offset. Device
+// pointers unless noted; asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace troupe::cuda {
+
+// k_cache[slot_mapping[i]] = k[i] (and v); slot -1 is skipped (padding).
+void write_kv_cache(element_type t, const void* k, const void* v, const int32_t* slot_mapping,
+                    int64_t num_tokens, int64_t kv_cols, void* k_cache, void* v_cache,
+                    cudaStream_t stream);
+
+// out[i] = x[indices[i]] for rows of `cols` elements.
+void gather_rows(element_type t, const void* x, const int32_t* indices, int64_t n, int64_t cols,
+                 void* out, cudaStream_t stream);
+
+// Copies whole blocks (K and V) between two caches, device or pinned host
+// memory on either side: block src_blocks[i] -> dst_blocks[i]. The index
+// arrays are host memory. For swapping and copy-on-write.
+void copy_kv_blocks(element_type t, const void* src_k, const void* src_v, void* dst_k,
+                    void* dst_v, const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
+                    int64_t block_size, int64_t kv_cols, cudaStream_t stream);
+
+}  // namespace troupe::cuda
