@@ -12,6 +12,9 @@
 #include "actors/worker/worker_actor.h"
 #include "config/logging.h"
 #include "kernels/cpu/cpu_ops.h"
+#ifdef TROUPE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace troupe {
 
@@ -27,14 +30,50 @@ class actor_config : public caf::actor_system_config {
   }
 };
 
+// The backend the config asks for: cuda when asked or (auto) when a device
+// is visible in a CUDA build, else cpu; and the compute type.
+result<std::unique_ptr<ops>> make_backend(const engine_config& config, const model_config& model,
+                                          const engine_limits& limits, dtype& type) {
+  int devices = 0;
+#ifdef TROUPE_HAVE_CUDA
+  devices = cuda_device_count();
+#endif
+  const bool cuda = config.backend == "cuda" || (config.backend == "auto" && devices > 0);
+  if (!cuda) {
+    if (config.dtype == "bfloat16" || config.dtype == "float16") {
+      return make_error("dtype '" + config.dtype + "' needs the cuda backend, and no CUDA device "
+                        "is visible (the cpu backend computes in float32)");
+    }
+    type = dtype::f32;
+    return std::unique_ptr<ops>(std::make_unique<cpu_ops>());
+  }
+  if (devices == 0) return make_error("backend cuda: no CUDA device is visible");
+  if (config.dtype == "float32") type = dtype::f32;
+  else if (config.dtype == "bfloat16") type = dtype::bf16;
+  else if (config.dtype == "float16") type = dtype::f16;
+  else type = model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;  // auto, as vLLM on GPUs
+#ifdef TROUPE_HAVE_CUDA
+  return std::unique_ptr<ops>(std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens));
+#else
+  (void)limits;
+  return make_error("backend cuda: this build has no CUDA backend");
+#endif
+}
+
 result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
                                                   const model_config& model,
                                                   const engine_limits& limits) {
   auto log = get_logger("model");
-  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
+  dtype type = dtype::f32;
+  auto made = make_backend(config, model, limits, type);
+  if (!made) return std::move(made).take_error();
+  std::unique_ptr<ops> backend = std::move(made.value());
+  log->info("backend {} ({})", backend->kind() == backend_kind::cuda ? "cuda" : "cpu",
+            dtype_name(type));
   std::unique_ptr<checkpoint> ckpt;
   weight_source source;
   source.dummy_seed = config.seed;
+  source.compute_type = type;
   if (config.load_format != "dummy") {
     auto opened = checkpoint::open(config.model);
     if (!opened) return std::move(opened).take_error();

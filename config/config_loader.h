@@ -46,6 +46,9 @@ std::vector<std::string> validate_config(const engine_config& config,
 // "invalid configuration (2 problems):\n  - block_size: ...\n  - port: ...".
 std::string format_config_problems(const std::vector<std::string>& problems);
 
+// Whether this build has the CUDA backend (compiled where nvcc exists).
+bool cuda_backend_built();
+
 // All config keys, snake_case, in schema order (for help and suggestions).
 const std::vector<std::string>& config_keys();
 

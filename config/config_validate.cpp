@@ -47,11 +47,14 @@ void check_model_section(const engine_config& c, const model_config* model,
       out.push_back("served_model_name[" + std::to_string(i) + "]: must not be empty");
     }
   }
-  if (check_one_of("backend", c.backend, {"auto", "cpu", "cuda"}, out) && c.backend == "cuda") {
-    out.push_back("backend: 'cuda' is not supported yet (this build has only the cpu backend)");
+  if (check_one_of("backend", c.backend, {"auto", "cpu", "cuda"}, out) && c.backend == "cuda" &&
+      !cuda_backend_built()) {
+    out.push_back("backend: 'cuda' is not available (this build has no CUDA backend: build "
+                  "where nvcc exists, -DTROUPE_CUDA=ON)");
   }
   if (check_one_of("dtype", c.dtype, {"auto", "float32", "bfloat16", "float16"}, out) &&
-      (c.dtype == "bfloat16" || c.dtype == "float16")) {
+      (c.dtype == "bfloat16" || c.dtype == "float16") &&
+      (c.backend == "cpu" || !cuda_backend_built())) {
     out.push_back("dtype: '" + c.dtype + "' is not supported by the cpu backend (float32 only)");
   }
   check_one_of("load_format", c.load_format, {"auto", "dummy"}, out);
@@ -168,6 +171,14 @@ std::string format_config_problems(const std::vector<std::string>& problems) {
                   (problems.size() == 1 ? " problem):" : " problems):");
   for (const std::string& p : problems) s += "\n  - " + p;
   return s;
+}
+
+bool cuda_backend_built() {
+#ifdef TROUPE_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace troupe

@@ -66,6 +66,9 @@ class ops {
 
   // Memory (owned by the backend).
   virtual tensor alloc(dtype type, int64_t rows, int64_t cols) = 0;
+  // Host memory the device copies to and from quickly (pinned with CUDA):
+  // the swap space.
+  virtual tensor alloc_host(dtype type, int64_t rows, int64_t cols) { return alloc(type, rows, cols); }
   virtual int32_t* alloc_ints(int64_t n) = 0;
   virtual void upload(const float* host, const tensor& dst) = 0;  // converts to dst.type
   virtual void upload_ints(const int32_t* host, int32_t* dst, int64_t n) = 0;

@@ -22,14 +22,16 @@ std::string layer_name(int64_t i, const char* suffix) {
 
 }  // namespace
 
-llama_model::llama_model(const model_config& config, ops& backend, int64_t max_num_tokens)
-    : config_(config), ops_(backend), max_num_tokens_(max_num_tokens) {}
+llama_model::llama_model(const model_config& config, ops& backend, int64_t max_num_tokens,
+                         dtype type)
+    : config_(config), ops_(backend), max_num_tokens_(max_num_tokens), type_(type) {}
 
 result<std::unique_ptr<llama_model>> llama_model::create(
     const model_config& config, ops& backend, const weight_source& source,
     int64_t max_num_tokens, int64_t max_position,
     const std::function<void(int64_t, int64_t)>& progress) {
-  std::unique_ptr<llama_model> model(new llama_model(config, backend, max_num_tokens));
+  std::unique_ptr<llama_model> model(
+      new llama_model(config, backend, max_num_tokens, source.compute_type));
   if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
   model->allocate_workspace();
   model->build_rope(max_position);
@@ -45,7 +47,7 @@ status llama_model::load_weights(const weight_source& source,
   const int64_t inter = config_.intermediate_size;
   std::vector<weight_load> loads;
   auto add = [&](const std::string& name, int64_t rows, int64_t cols, tensor& dst) {
-    dst = ops_.alloc(dtype::f32, rows, cols);
+    dst = ops_.alloc(type_, rows, cols);
     loads.push_back({name, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, dst, 0});
   };
   add("model.embed_tokens.weight", config_.vocab_size, h, embed_tokens_);
@@ -73,7 +75,7 @@ status llama_model::load_weights(const weight_source& source,
       add(layer_name(i, "self_attn.q_norm.weight"), d, 1, w.q_norm);
       add(layer_name(i, "self_attn.k_norm.weight"), d, 1, w.k_norm);
     }
-    w.gate_up_proj = ops_.alloc(dtype::f32, 2 * inter, h);
+    w.gate_up_proj = ops_.alloc(type_, 2 * inter, h);
     loads.push_back({layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0});
     loads.push_back({layer_name(i, "mlp.up_proj.weight"), {inter, h}, w.gate_up_proj, inter});
     add(layer_name(i, "mlp.down_proj.weight"), h, inter, w.down_proj);
@@ -105,16 +107,16 @@ void llama_model::allocate_workspace() {
   const int64_t t = max_num_tokens_;
   const int64_t h = config_.hidden_size;
   const int64_t q_cols = config_.num_attention_heads * config_.head_dim;
-  ws_.hidden = ops_.alloc(dtype::f32, t, h);
-  ws_.residual = ops_.alloc(dtype::f32, t, h);
-  ws_.normed = ops_.alloc(dtype::f32, t, h);
-  ws_.q = ops_.alloc(dtype::f32, t, q_cols);
-  ws_.k = ops_.alloc(dtype::f32, t, kv_cols());
-  ws_.v = ops_.alloc(dtype::f32, t, kv_cols());
-  ws_.attn = ops_.alloc(dtype::f32, t, q_cols);
-  ws_.gate_up = ops_.alloc(dtype::f32, t, 2 * config_.intermediate_size);
-  ws_.act = ops_.alloc(dtype::f32, t, config_.intermediate_size);
-  ws_.selected = ops_.alloc(dtype::f32, t, h);
+  ws_.hidden = ops_.alloc(type_, t, h);
+  ws_.residual = ops_.alloc(type_, t, h);
+  ws_.normed = ops_.alloc(type_, t, h);
+  ws_.q = ops_.alloc(type_, t, q_cols);
+  ws_.k = ops_.alloc(type_, t, kv_cols());
+  ws_.v = ops_.alloc(type_, t, kv_cols());
+  ws_.attn = ops_.alloc(type_, t, q_cols);
+  ws_.gate_up = ops_.alloc(type_, t, 2 * config_.intermediate_size);
+  ws_.act = ops_.alloc(type_, t, config_.intermediate_size);
+  ws_.selected = ops_.alloc(type_, t, h);
 }
 
 void llama_model::build_rope(int64_t max_position) {

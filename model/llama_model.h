@@ -25,6 +25,7 @@ namespace troupe {
 struct weight_source {
   const checkpoint* ckpt = nullptr;  // null: dummy weights
   int64_t dummy_seed = 0;
+  dtype compute_type = dtype::f32;  // weights, activations and KV cache
 };
 
 // One step's inputs, in backend memory (see ops.h).
@@ -50,6 +51,8 @@ class llama_model {
 
   // KV cache geometry: columns of one K (or V) row.
   int64_t kv_cols() const { return config_.num_key_value_heads * config_.head_dim; }
+  // The element type of weights, activations and the KV cache.
+  dtype compute_type() const { return type_; }
 
   // Runs every layer for the step's tokens, writing their K/V into `cache`
   // (one entry per layer). Leaves the final normed hidden states inside.
@@ -72,7 +75,7 @@ class llama_model {
     tensor hidden, residual, normed, q, k, v, attn, gate_up, act, selected;
   };
 
-  llama_model(const model_config& config, ops& backend, int64_t max_num_tokens);
+  llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type);
   status load_weights(const weight_source& source,
                       const std::function<void(int64_t, int64_t)>& progress);
   void allocate_workspace();
@@ -83,6 +86,7 @@ class llama_model {
   model_config config_;
   ops& ops_;
   int64_t max_num_tokens_;
+  dtype type_;
   tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<layer_weights> layers_;
   rope_tables rope_;

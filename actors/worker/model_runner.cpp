@@ -36,14 +36,14 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   const model_config& cfg = model_->config();
   const int64_t slots = limits.num_blocks * limits.block_size;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    kv_cache_.push_back({ops_->alloc(dtype::f32, slots, model_->kv_cols()),
-                         ops_->alloc(dtype::f32, slots, model_->kv_cols())});
+    kv_cache_.push_back({ops_->alloc(model_->compute_type(), slots, model_->kv_cols()),
+                         ops_->alloc(model_->compute_type(), slots, model_->kv_cols())});
   }
   if (limits.num_cpu_blocks > 0) {
     const int64_t host_slots = (limits.num_cpu_blocks + 1) * limits.block_size;
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-      swap_cache_.push_back({ops_->alloc(dtype::f32, host_slots, model_->kv_cols()),
-                             ops_->alloc(dtype::f32, host_slots, model_->kv_cols())});
+      swap_cache_.push_back({ops_->alloc_host(model_->compute_type(), host_slots, model_->kv_cols()),
+                             ops_->alloc_host(model_->compute_type(), host_slots, model_->kv_cols())});
     }
   }
   const int64_t t = limits.max_num_batched_tokens;

@@ -155,9 +155,7 @@ TEST(cli_errors, each_config_rule) {
                         "max_model_len: 8192 exceeds the model's max_position_embeddings 4096");
   expect_config_problem({"--max-num-seqs", "0"}, "max_num_seqs: 0 must be >= 1");
   expect_config_problem({"--backend", "gpu"}, "backend: 'gpu' is not one of auto, cpu, cuda");
-  expect_config_problem({"--backend", "cuda"},
-                        "backend: 'cuda' is not supported yet (this build has only the cpu backend)");
-  expect_config_problem({"--dtype", "bfloat16"},
+  expect_config_problem({"--backend", "cpu", "--dtype", "bfloat16"},
                         "dtype: 'bfloat16' is not supported by the cpu backend (float32 only)");
   expect_config_problem({"--speculative-config", "{\"method\": \"ngram\"}"},
                         "speculative_config: speculative decoding is not supported yet");
@@ -242,6 +240,14 @@ TEST(cli_errors, kv_cache_too_small_for_max_model_len) {
                        "than max_model_len 100"),
             std::string::npos)
       << r.err;
+}
+
+TEST(cli_errors, cuda_without_a_device_is_a_clear_error) {
+  // Build machines have nvcc (the CUDA backend is built) but no GPU.
+  const run_result r = generate({"--model", model_dir("tiny-llama"), "--backend", "cuda"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("troupe: error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
 }
 
 TEST(cli_errors, serve_is_not_silently_missing) {

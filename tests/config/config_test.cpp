@@ -346,9 +346,20 @@ TEST(validate_config, model_section) {
   const model_config m = tiny_model();
   EXPECT_EQ(problems_with([](auto& c) { c.backend = "gpu"; }),
             problems{"backend: 'gpu' is not one of auto, cpu, cuda"});
-  EXPECT_EQ(problems_with([](auto& c) { c.backend = "cuda"; }),
-            problems{"backend: 'cuda' is not supported yet (this build has only the cpu backend)"});
-  EXPECT_EQ(problems_with([](auto& c) { c.dtype = "bfloat16"; }),
+  if (cuda_backend_built()) {
+    EXPECT_EQ(problems_with([](auto& c) { c.backend = "cuda"; }), problems{});
+    EXPECT_EQ(problems_with([](auto& c) { c.dtype = "bfloat16"; }), problems{});
+  } else {
+    EXPECT_EQ(problems_with([](auto& c) { c.backend = "cuda"; }),
+              problems{"backend: 'cuda' is not available (this build has no CUDA backend: build "
+                       "where nvcc exists, -DTROUPE_CUDA=ON)"});
+    EXPECT_EQ(problems_with([](auto& c) { c.dtype = "bfloat16"; }),
+              problems{"dtype: 'bfloat16' is not supported by the cpu backend (float32 only)"});
+  }
+  EXPECT_EQ(problems_with([](auto& c) {
+              c.backend = "cpu";
+              c.dtype = "bfloat16";
+            }),
             problems{"dtype: 'bfloat16' is not supported by the cpu backend (float32 only)"});
   EXPECT_EQ(problems_with([](auto& c) { c.dtype = "fp8"; }),
             problems{"dtype: 'fp8' is not one of auto, float32, bfloat16, float16"});

@@ -24,6 +24,22 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t col
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[row * cols + j] = src[j];
 }
 
+template <class T>
+__global__ void add_bias_kernel(T* out, const T* bias, int64_t cols) {
+  const int64_t row = blockIdx.x;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    out[row * cols + j] = from_float<T>(to_float(out[row * cols + j]) + to_float(bias[j]));
+  }
+}
+
+__global__ void fill_token_seq_kernel(const int32_t* query_start_loc, int32_t* token_seq) {
+  const int seq = blockIdx.x;
+  for (int32_t t = query_start_loc[seq] + threadIdx.x; t < query_start_loc[seq + 1];
+       t += blockDim.x) {
+    token_seq[t] = seq;
+  }
+}
+
 template <class F>
 void by_type(element_type t, F&& f) {
   switch (t) {
@@ -54,6 +70,25 @@ void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const voi
     embedding_kernel<T><<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(
         ids, static_cast<const T*>(table), cols, static_cast<T*>(out));
   });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t cols,
+              cudaStream_t stream) {
+  if (rows == 0) return;
+  by_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
+        static_cast<T*>(out), static_cast<const T*>(bias), cols);
+  });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void fill_token_seq(const int32_t* query_start_loc, int64_t num_seqs, int32_t* token_seq,
+                    cudaStream_t stream) {
+  if (num_seqs == 0) return;
+  fill_token_seq_kernel<<<static_cast<unsigned>(num_seqs), 128, 0, stream>>>(query_start_loc,
+                                                                           token_seq);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,271 @@
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "common/check.h"
+#include "kernels/cuda/activation/activation.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/cache/cache.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/norm/norm.h"
+#include "kernels/cuda/rope/rope.h"
+
+namespace troupe {
+
+namespace {
+
+cuda::element_type element_of(dtype t) {
+  switch (t) {
+    case dtype::f32: return cuda::element_type::f32;
+    case dtype::bf16: return cuda::element_type::bf16;
+    case dtype::f16: return cuda::element_type::f16;
+  }
+  return cuda::element_type::f32;
+}
+
+cudaDataType_t cublas_type_of(dtype t) {
+  switch (t) {
+    case dtype::f32: return CUDA_R_32F;
+    case dtype::bf16: return CUDA_R_16BF;
+    case dtype::f16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+#define TROUPE_CUBLAS_CHECK(call)                                                   \
+  do {                                                                              \
+    const cublasStatus_t troupe_cublas_status = (call);                             \
+    TROUPE_CHECK_MSG(troupe_cublas_status == CUBLAS_STATUS_SUCCESS, #call);         \
+  } while (0)
+
+uint16_t f32_to_f16_bits(float v);
+
+}  // namespace
+
+struct cuda_ops::impl {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::vector<void*> device_buffers;
+  std::vector<void*> host_buffers;
+  int32_t* token_seq = nullptr;  // scratch for paged attention
+  int64_t max_num_tokens = 0;
+};
+
+int cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<impl>()) {
+  impl_->device = device;
+  impl_->max_num_tokens = max_num_tokens;
+  TROUPE_CUDA_CHECK(cudaSetDevice(device));
+  TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  TROUPE_CUBLAS_CHECK(cublasCreate(&impl_->blas));
+  TROUPE_CUBLAS_CHECK(cublasSetStream(impl_->blas, impl_->stream));
+  // float32 tensors are strict float32: no TF32 tensor-core shortcuts.
+  TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_PEDANTIC_MATH));
+  impl_->token_seq = alloc_ints(max_num_tokens);
+}
+
+cuda_ops::~cuda_ops() {
+  cudaStreamSynchronize(impl_->stream);
+  for (void* p : impl_->device_buffers) cudaFree(p);
+  for (void* p : impl_->host_buffers) cudaFreeHost(p);
+  cublasDestroy(impl_->blas);
+  cudaStreamDestroy(impl_->stream);
+}
+
+tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
+  tensor t{nullptr, type, rows, cols};
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_size(type);
+  TROUPE_CUDA_CHECK(cudaMalloc(&t.data, bytes));
+  TROUPE_CUDA_CHECK(cudaMemset(t.data, 0, bytes));
+  impl_->device_buffers.push_back(t.data);
+  return t;
+}
+
+tensor cuda_ops::alloc_host(dtype type, int64_t rows, int64_t cols) {
+  tensor t{nullptr, type, rows, cols};
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_size(type);
+  TROUPE_CUDA_CHECK(cudaMallocHost(&t.data, bytes));
+  std::memset(t.data, 0, bytes);
+  impl_->host_buffers.push_back(t.data);
+  return t;
+}
+
+int32_t* cuda_ops::alloc_ints(int64_t n) {
+  void* p = nullptr;
+  TROUPE_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(1, n)) * 4));
+  impl_->device_buffers.push_back(p);
+  return static_cast<int32_t*>(p);
+}
+
+void cuda_ops::upload(const float* host, const tensor& dst) {
+  const size_t n = static_cast<size_t>(dst.numel());
+  if (dst.type == dtype::f32) {
+    TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, host, n * 4, cudaMemcpyHostToDevice));
+    return;
+  }
+  std::vector<uint16_t> bits(n);
+  for (size_t i = 0; i < n; ++i) {
+    bits[i] = dst.type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16_bits(host[i]);
+  }
+  TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, bits.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
+  if (n == 0) return;
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, host, static_cast<size_t>(n) * 4,
+                                    cudaMemcpyHostToDevice, impl_->stream));
+}
+
+void cuda_ops::download(const tensor& src, float* host) {
+  const size_t n = static_cast<size_t>(src.numel());
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  if (src.type == dtype::f32) {
+    TROUPE_CUDA_CHECK(cudaMemcpy(host, src.data, n * 4, cudaMemcpyDeviceToHost));
+    return;
+  }
+  std::vector<uint16_t> bits(n);
+  TROUPE_CUDA_CHECK(cudaMemcpy(bits.data(), src.data, n * 2, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; ++i) {
+    host[i] = src.type == dtype::bf16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+  }
+}
+
+void cuda_ops::synchronize() { TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream)); }
+
+void cuda_ops::copy(const tensor& src, const tensor& dst) {
+  TROUPE_CHECK(src.numel() == dst.numel() && src.type == dst.type);
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data,
+                                    static_cast<size_t>(src.numel()) * dtype_size(src.type),
+                                    cudaMemcpyDeviceToDevice, impl_->stream));
+}
+
+void cuda_ops::embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
+                         const tensor& out) {
+  cuda::embedding(element_of(table.type), token_ids, num_tokens, table.data, table.cols,
+                  out.data, impl_->stream);
+}
+
+void cuda_ops::rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) {
+  cuda::rms_norm(element_of(x.type), x.data, w.data, eps, x.rows, x.cols, out.data, impl_->stream);
+}
+
+void cuda_ops::add_rms_norm(const tensor& residual, const tensor& x, const tensor& w, float eps,
+                            const tensor& out) {
+  cuda::add_rms_norm(element_of(x.type), residual.data, x.data, w.data, eps, x.rows, x.cols,
+                     out.data, impl_->stream);
+}
+
+void cuda_ops::head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w, float eps) {
+  cuda::head_rms_norm(element_of(x.type), x.data, w.data, eps, x.rows, x.cols, head_dim,
+                      impl_->stream);
+}
+
+void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) {
+  TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows);
+  TROUPE_CHECK(x.type == w.type);
+  if (x.rows == 0) return;
+  // Row-major out[M, N] = x[M, K] w[N, K]^T is column-major out^T = w x^T.
+  const float alpha = 1.0f, beta = 0.0f;
+  const int m = static_cast<int>(x.rows), n = static_cast<int>(w.rows), k = static_cast<int>(x.cols);
+  TROUPE_CUBLAS_CHECK(cublasGemmEx(impl_->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w.data,
+                                   cublas_type_of(w.type), k, x.data, cublas_type_of(x.type), k,
+                                   &beta, out.data, cublas_type_of(out.type), n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (bias != nullptr) {
+    TROUPE_CHECK(bias->type == out.type);
+    cuda::add_bias(element_of(out.type), out.data, bias->data, x.rows, out.cols, impl_->stream);
+  }
+}
+
+void cuda_ops::rope(const tensor& q, const tensor& k, const int32_t* positions, int64_t head_dim,
+                    const rope_tables& tables) {
+  TROUPE_CHECK(tables.cos.type == dtype::f32);
+  cuda::rope(element_of(q.type), q.data, q.cols / head_dim, k.data, k.cols / head_dim, head_dim,
+             positions, q.rows, tables.cos.f32(), tables.sin.f32(), impl_->stream);
+}
+
+void cuda_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
+                              const kv_cache_layer& cache) {
+  cuda::write_kv_cache(element_of(k.type), k.data, v.data, slot_mapping, k.rows, k.cols,
+                       cache.k.data, cache.v.data, impl_->stream);
+}
+
+void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
+                               const attention_metadata& meta, int64_t num_heads,
+                               int64_t num_kv_heads, int64_t head_dim, float scale,
+                               const tensor& out) {
+  TROUPE_CHECK(q.rows <= impl_->max_num_tokens);
+  cuda::fill_token_seq(meta.query_start_loc, meta.num_seqs, impl_->token_seq, impl_->stream);
+  cuda::paged_attention_args a;
+  a.q = q.data;
+  a.k_cache = cache.k.data;
+  a.v_cache = cache.v.data;
+  a.out = out.data;
+  a.query_start_loc = meta.query_start_loc;
+  a.seq_lens = meta.seq_lens;
+  a.block_tables = meta.block_tables;
+  a.token_seq = impl_->token_seq;
+  a.num_tokens = q.rows;
+  a.max_blocks_per_seq = meta.max_blocks_per_seq;
+  a.block_size = meta.block_size;
+  a.num_heads = num_heads;
+  a.num_kv_heads = num_kv_heads;
+  a.head_dim = head_dim;
+  a.scale = scale;
+  cuda::paged_attention(element_of(q.type), a, impl_->stream);
+}
+
+void cuda_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
+  cuda::silu_and_mul(element_of(gate_up.type), gate_up.data, gate_up.rows, out.cols, out.data,
+                     impl_->stream);
+}
+
+void cuda_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n, const tensor& out) {
+  cuda::gather_rows(element_of(x.type), x.data, indices, n, x.cols, out.data, impl_->stream);
+}
+
+void cuda_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
+                              const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
+                              int64_t block_size) {
+  cuda::copy_kv_blocks(element_of(src.k.type), src.k.data, src.v.data, dst.k.data, dst.v.data,
+                       src_blocks, dst_blocks, n, block_size, src.k.cols, impl_->stream);
+}
+
+namespace {
+
+// float -> IEEE half, round to nearest even (normals, subnormals, inf, NaN).
+uint16_t f32_to_f16_bits(float v) {
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t half = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+}  // namespace
+
+}  // namespace troupe

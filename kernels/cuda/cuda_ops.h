@@ -1,0 +1,66 @@
+// cuda_ops: the ops interface on one CUDA device. Device memory from
+// cudaMalloc (owned, freed with the object), one stream, cuBLAS for the dense
+// GEMMs (float32 compute; strict float32 without TF32 for float32 tensors),
+// troupe's kernels for the rest. Used from one thread (the worker's); no op
+// allocates or synchronises: a forward pass is a fixed launch sequence.
+//
+// Compiled by g++ (not nvcc): it only calls the kernels' host launchers.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace troupe {
+
+class cuda_ops final : public ops {
+ public:
+  // REQUIRES: device < number of visible devices.
+  explicit cuda_ops(int device, int64_t max_num_tokens);
+  ~cuda_ops() override;
+  cuda_ops(const cuda_ops&) = delete;
+  cuda_ops& operator=(const cuda_ops&) = delete;
+
+  backend_kind kind() const override { return backend_kind::cuda; }
+
+  tensor alloc(dtype type, int64_t rows, int64_t cols) override;
+  tensor alloc_host(dtype type, int64_t rows, int64_t cols) override;
+  int32_t* alloc_ints(int64_t n) override;
+  void upload(const float* host, const tensor& dst) override;
+  void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
+  void download(const tensor& src, float* host) override;
+  void synchronize() override;
+
+  void copy(const tensor& src, const tensor& dst) override;
+  void embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
+                 const tensor& out) override;
+  void rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) override;
+  void add_rms_norm(const tensor& residual, const tensor& x, const tensor& w, float eps,
+                    const tensor& out) override;
+  void head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w, float eps) override;
+  void linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) override;
+  void rope(const tensor& q, const tensor& k, const int32_t* positions, int64_t head_dim,
+            const rope_tables& tables) override;
+  void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
+                      const kv_cache_layer& cache) override;
+  void paged_attention(const tensor& q, const kv_cache_layer& cache,
+                       const attention_metadata& meta, int64_t num_heads,
+                       int64_t num_kv_heads, int64_t head_dim, float scale,
+                       const tensor& out) override;
+  void silu_and_mul(const tensor& gate_up, const tensor& out) override;
+  void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
+                   const tensor& out) override;
+  void copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
+                      const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
+                      int64_t block_size) override;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// Visible CUDA devices (0 without a driver or device).
+int cuda_device_count();
+
+}  // namespace troupe

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Fixture goldens through `troupe generate` on the CUDA backend.
+
+For each fixture model and dtype, all golden cases go in one prompts file
+(batched, chunked prefill and prefix caching on: the defaults), greedy with
+top-5 logprobs and prompt logprobs, and are compared with golden.json by the
+fixtures README's rule. Prints one table row per (model, dtype): cases
+passed, the largest |logprob - reference| over the compared steps, and the
+largest prompt-logprob error.
+
+  python3 scripts/gpu_golden.py [--troupe build-device/bin/troupe] [--tol-bf16 0.05]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+MODELS = ["tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"]
+
+
+def compare(ref_steps, ref_ids, ours, tol):
+    """(ok, max_err) by the fixtures' rule."""
+    max_err = 0.0
+    if len(ours) != len(ref_ids):
+        return False, float("inf")
+    for t, (rs, rid) in enumerate(zip(ref_steps, ref_ids)):
+        o = ours[t]
+        if o["token_id"] != rid:
+            margin = rs["top_logprobs"][0] - rs["top_logprobs"][1]
+            ok = o["token_id"] in rs["top_ids"] and rid in o["top_ids"] and margin <= tol
+            return ok, max_err
+        for tid, lp in zip(rs["top_ids"], rs["top_logprobs"]):
+            if tid in o["top_ids"]:
+                err = abs(o["top_logprobs"][o["top_ids"].index(tid)] - lp)
+                max_err = max(max_err, err)
+                if err > tol:
+                    return False, max_err
+    return True, max_err
+
+
+def run(troupe, model, dtype, tol):
+    golden = json.load(open(os.path.join(ROOT, "tests/data/models", model, "golden.json")))
+    cases = golden["cases"]
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for c in cases:
+            f.write(json.dumps({"prompt_ids": c["prompt_ids"]}) + "\n")
+        path = f.name
+    cmd = [troupe, "generate", "--model", os.path.join(ROOT, "tests/data/models", model),
+           "--backend", "cuda", "--dtype", dtype, "--prompts-file", path, "--max-tokens", "24",
+           "--temperature", "0", "--logprobs", "5", "--prompt-logprobs", "0", "--json",
+           "--max-num-batched-tokens", "256", "--log-level", "warn"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        return f"| {model} | {dtype} | ERROR | {p.stderr.strip()[-300:]} | | |"
+    lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    passed, worst, worst_prompt = 0, 0.0, 0.0
+    for c, line in zip(cases, lines):
+        ok, err = compare(c["steps"], c["greedy_ids"], line["outputs"][0]["logprobs"], tol)
+        worst = max(worst, err)
+        for ref, ours in zip(c["prompt_logprobs"][1:], line["prompt_logprobs"][1:]):
+            worst_prompt = max(worst_prompt, abs(ref - ours["logprob"]))
+        passed += ok and worst_prompt <= tol
+    return (f"| {model} | {dtype} | {passed}/{len(cases)} | tol {tol} | {worst:.2e} | "
+            f"{worst_prompt:.2e} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--troupe", default=os.path.join(ROOT, "build-device/bin/troupe"))
+    ap.add_argument("--tol-f32", type=float, default=1e-3)
+    ap.add_argument("--tol-bf16", type=float, default=5e-2)
+    a = ap.parse_args()
+    print("| model | dtype | cases passed | tolerance | max top-5 logprob error | max prompt logprob error |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    failed = False
+    for model in MODELS:
+        for dtype, tol in (("float32", a.tol_f32), ("bfloat16", a.tol_bf16)):
+            row = run(a.troupe, model, dtype, tol)
+            failed |= "ERROR" in row or not row.split("|")[3].strip().startswith("5/5")
+            print(row, flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
