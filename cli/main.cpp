@@ -26,7 +26,8 @@ constexpr const char* usage =
     "  tokenize   troupe tokenize --tokenizer DIR (--text S | --chat FILE.json\n"
     "                 [--add-generation-prompt]) [--add-special-tokens] [--json]\n"
     "  detokenize troupe detokenize --tokenizer DIR --ids 1,2,3 [--skip-special-tokens]\n"
-    "  serve      the OpenAI-compatible HTTP server (not implemented yet)\n"
+    "  serve      the OpenAI-compatible HTTP server (see docs/server.md):\n"
+    "             troupe serve --model DIR [--config FILE] [--<config-key> VALUE]...\n"
     "  version    print the version\n"
     "\n"
     "Every config key is also a --kebab-case flag; see docs/configuration.md.\n";
@@ -49,11 +50,7 @@ int main(int argc, char** argv) {
     std::printf("troupe 0.1.0\n");
     return 0;
   }
-  if (command == "serve") {
-    troupe::print_error("'serve' is not implemented yet: the HTTP server does not exist in this "
-                        "build; use 'troupe generate'");
-    return 2;
-  }
+  if (command == "serve") return troupe::run_serve(args);
   troupe::print_error("unknown command '" + command + "'\n" + troupe::usage);
   return 2;
 }

@@ -250,10 +250,10 @@ TEST(cli_errors, cuda_without_a_device_is_a_clear_error) {
   EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
 }
 
-TEST(cli_errors, serve_is_not_silently_missing) {
+TEST(cli_errors, serve_without_model_is_a_config_error) {
   const run_result r = run_troupe({"serve"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("'serve' is not implemented yet"), std::string::npos);
+  EXPECT_NE(r.err.find("model: required"), std::string::npos) << r.err;
 }
 
 }  // namespace

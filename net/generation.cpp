@@ -1,0 +1,197 @@
+#include "net/generation.h"
+
+#include "common/json_writer.h"
+
+namespace troupe {
+
+const char* openai_finish_reason(finish_reason r) {
+  switch (r) {
+    case finish_reason::stop: return "stop";
+    case finish_reason::length: return "length";
+    case finish_reason::abort: return "abort";
+    case finish_reason::error: return "error";
+    default: return nullptr;
+  }
+}
+
+namespace {
+
+void write_finish(json_writer& w, finish_reason r) {
+  w.key("finish_reason");
+  if (const char* name = openai_finish_reason(r)) w.value(name); else w.null();
+}
+
+std::string sse(const std::string& json) { return "data: " + json + "\n\n"; }
+
+}  // namespace
+
+generation::generation(generation_context ctx)
+    : ctx_(std::move(ctx)), choices_(ctx_.choice_prompt_ids.size()) {}
+
+std::string generation::token_text(int32_t id) const {
+  if (ctx_.tok == nullptr) return "token_id:" + std::to_string(id);
+  return ctx_.tok->decode({id}, false);
+}
+
+void generation::write_logprobs(json_writer& w, const std::vector<token_logprobs>& lps,
+                                int64_t& text_offset) const {
+  if (!ctx_.want_logprobs) { w.null(); return; }
+  if (ctx_.kind == generation_kind::chat) {
+    w.begin_object().key("content").begin_array();
+    for (const token_logprobs& lp : lps) {
+      const auto entry = [&](int32_t id, float logprob) {
+        const std::string text = token_text(id);
+        w.key("token").value(text).key("logprob").value(logprob).key("bytes").begin_array();
+        for (unsigned char c : text) w.value(static_cast<int64_t>(c));
+        w.end_array();
+      };
+      w.begin_object();
+      entry(lp.token_id, lp.logprob);
+      w.key("top_logprobs").begin_array();
+      for (size_t k = 0; k < lp.top_ids.size(); ++k) {
+        w.begin_object();
+        entry(lp.top_ids[k], lp.top_logprobs[k]);
+        w.end_object();
+      }
+      w.end_array().end_object();
+    }
+    w.end_array().end_object();
+    return;
+  }
+  // Completions: vLLM's {tokens, token_logprobs, top_logprobs, text_offset}.
+  w.begin_object();
+  w.key("tokens").begin_array();
+  for (const token_logprobs& lp : lps) w.value(token_text(lp.token_id));
+  w.end_array().key("token_logprobs").begin_array();
+  for (const token_logprobs& lp : lps) w.value(lp.logprob);
+  w.end_array().key("top_logprobs").begin_array();
+  for (const token_logprobs& lp : lps) {
+    w.begin_object();
+    for (size_t k = 0; k < lp.top_ids.size(); ++k) w.key(token_text(lp.top_ids[k])).value(lp.top_logprobs[k]);
+    w.end_object();
+  }
+  w.end_array().key("text_offset").begin_array();
+  for (const token_logprobs& lp : lps) {
+    w.value(text_offset);
+    text_offset += static_cast<int64_t>(token_text(lp.token_id).size());
+  }
+  w.end_array().end_object();
+}
+
+void generation::write_usage(json_writer& w) const {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (ctx_.choice_counts_prompt[i]) prompt_tokens += static_cast<int64_t>(ctx_.choice_prompt_ids[i].size());
+    completion_tokens += static_cast<int64_t>(choices_[i].token_ids.size());
+  }
+  w.key("usage").begin_object();
+  w.key("prompt_tokens").value(prompt_tokens);
+  w.key("total_tokens").value(prompt_tokens + completion_tokens);
+  w.key("completion_tokens").value(completion_tokens);
+  w.end_object();
+}
+
+std::string generation::stream_start() {
+  if (ctx_.kind != generation_kind::chat) return "";
+  std::string out;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    json_writer w;
+    w.begin_object().key("id").value(ctx_.id).key("object").value("chat.completion.chunk");
+    w.key("created").value(ctx_.created).key("model").value(ctx_.model);
+    w.key("choices").begin_array().begin_object().key("index").value(static_cast<int64_t>(i));
+    w.key("delta").begin_object().key("role").value("assistant").key("content").value("").end_object();
+    w.key("logprobs").null().key("finish_reason").null();
+    w.end_object().end_array().end_object();
+    out += sse(w.str());
+  }
+  return out;
+}
+
+std::string generation::chunk(size_t i, const request_output& out) {
+  const bool chat = ctx_.kind == generation_kind::chat;
+  json_writer w;
+  w.begin_object().key("id").value(ctx_.id);
+  w.key("object").value(chat ? "chat.completion.chunk" : "text_completion");
+  w.key("created").value(ctx_.created).key("model").value(ctx_.model);
+  w.key("choices").begin_array().begin_object().key("index").value(static_cast<int64_t>(i));
+  if (chat) {
+    w.key("delta").begin_object().key("content").value(out.text).end_object();
+  } else {
+    w.key("text").value(out.text);
+  }
+  w.key("logprobs");
+  write_logprobs(w, out.logprobs, choices_[i].text_offset);
+  write_finish(w, out.finish);
+  if (ctx_.return_token_ids || ctx_.tok == nullptr) w.key("token_ids").array(out.new_token_ids);
+  w.end_object().end_array().end_object();
+  return sse(w.str());
+}
+
+std::string generation::on_output(size_t i, const request_output& out) {
+  choice_state& c = choices_[i];
+  if (c.finish != finish_reason::none) return "";
+  c.token_ids.insert(c.token_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+  c.text += out.text;
+  c.logprobs.insert(c.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+  if (out.finish != finish_reason::none) {
+    c.finish = out.finish;
+    c.stop_reason = out.stop_reason;
+    ++num_finished_;
+    if (out.finish == finish_reason::error && first_error_.empty()) first_error_ = out.error;
+  }
+  if (!ctx_.stream) return "";
+  std::string bytes;
+  if (!out.new_token_ids.empty() || !out.text.empty() || out.finish != finish_reason::none) {
+    bytes = chunk(i, out);
+  }
+  if (done()) {
+    if (ctx_.include_usage) {
+      json_writer w;
+      w.begin_object().key("id").value(ctx_.id);
+      w.key("object").value(ctx_.kind == generation_kind::chat ? "chat.completion.chunk" : "text_completion");
+      w.key("created").value(ctx_.created).key("model").value(ctx_.model);
+      w.key("choices").begin_array().end_array();
+      write_usage(w);
+      w.end_object();
+      bytes += sse(w.str());
+    }
+    bytes += "data: [DONE]\n\n";
+  }
+  return bytes;
+}
+
+std::string generation::response_body() const {
+  const bool chat = ctx_.kind == generation_kind::chat;
+  json_writer w;
+  w.begin_object().key("id").value(ctx_.id);
+  w.key("object").value(chat ? "chat.completion" : "text_completion");
+  w.key("created").value(ctx_.created).key("model").value(ctx_.model);
+  w.key("choices").begin_array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const choice_state& c = choices_[i];
+    w.begin_object().key("index").value(static_cast<int64_t>(i));
+    if (chat) {
+      w.key("message").begin_object().key("role").value("assistant");
+      w.key("content").value(c.text).end_object();
+    } else {
+      w.key("text").value(c.text);
+    }
+    int64_t offset = 0;
+    w.key("logprobs");
+    write_logprobs(w, c.logprobs, offset);
+    write_finish(w, c.finish);
+    w.key("stop_reason");
+    if (c.stop_reason.empty()) w.null(); else w.value(c.stop_reason);
+    if (ctx_.return_token_ids || ctx_.tok == nullptr) {
+      w.key("token_ids").array(c.token_ids);
+      if (ctx_.return_token_ids) w.key("prompt_token_ids").array(ctx_.choice_prompt_ids[i]);
+    }
+    w.end_object();
+  }
+  w.end_array();
+  write_usage(w);
+  w.end_object();
+  return w.take();
+}
+
+}  // namespace troupe

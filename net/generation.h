@@ -1,0 +1,75 @@
+// generation: one OpenAI generation request (completions or chat) while the
+// engine runs it: collects each choice's outputs and turns them into either
+// SSE chunks (stream) or the final response body. Knows nothing of sockets
+// or actors: the session feeds it outputs on its strand and writes what it
+// returns. Not thread-safe; one owner (the session's strand).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/messages.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace troupe {
+
+enum class generation_kind { completion, chat };
+
+struct generation_context {
+  generation_kind kind = generation_kind::completion;
+  std::string id;     // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;  // as served
+  bool stream = false;
+  bool include_usage = false;
+  bool return_token_ids = false;
+  bool want_logprobs = false;
+  // One entry per choice, in choice order (choice = prompt * n + sample).
+  std::vector<std::vector<int32_t>> choice_prompt_ids;
+  std::vector<bool> choice_counts_prompt;  // first sample of each prompt
+  std::shared_ptr<const tokenizer> tok;    // null: outputs are token ids only
+};
+
+class generation {
+ public:
+  explicit generation(generation_context ctx);
+
+  // SSE bytes that open the stream (chat: a role chunk per choice).
+  std::string stream_start();
+  // Applies one output of `choice`. In stream mode returns the SSE bytes to
+  // send (the final ones include the usage chunk and [DONE]).
+  std::string on_output(size_t choice, const request_output& out);
+  bool done() const { return num_finished_ == choices_.size(); }
+  // REQUIRES: done() and !stream. The response body.
+  std::string response_body() const;
+  // The first error output, if any ("" when none).
+  const std::string& first_error() const { return first_error_; }
+  size_t num_choices() const { return choices_.size(); }
+
+ private:
+  struct choice_state {
+    std::vector<int32_t> token_ids;
+    std::string text;
+    std::vector<token_logprobs> logprobs;
+    finish_reason finish = finish_reason::none;
+    std::string stop_reason;
+    int64_t text_offset = 0;  // completions logprobs text_offset so far
+  };
+  std::string chunk(size_t choice, const request_output& out);
+  void write_usage(class json_writer& w) const;
+  void write_logprobs(class json_writer& w, const std::vector<token_logprobs>& lps,
+                      int64_t& text_offset) const;
+  std::string token_text(int32_t id) const;
+
+  generation_context ctx_;
+  std::vector<choice_state> choices_;
+  size_t num_finished_ = 0;
+  std::string first_error_;
+};
+
+// "stop", "length", "abort", "error"; null when none.
+const char* openai_finish_reason(finish_reason r);
+
+}  // namespace troupe

@@ -1,0 +1,132 @@
+// The two generation routes of api_routes: /v1/completions and
+// /v1/chat/completions. They end in a prepared_generation (token ids and
+// sampling parameters per choice) that the session submits.
+#include <atomic>
+#include <ctime>
+#include <random>
+
+#include "net/openai_request.h"
+#include "net/routes.h"
+
+namespace troupe {
+
+namespace {
+
+std::string new_request_id(const char* prefix) {
+  static const uint64_t salt = std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  std::mt19937_64 gen(salt ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL));
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(gen()),
+                static_cast<unsigned long long>(gen()));
+  return std::string(prefix) + buf;
+}
+
+api_error too_long(int64_t max_model_len, int64_t prompt_len, int64_t max_tokens) {
+  return bad_request("This model's maximum context length is " + std::to_string(max_model_len) +
+                     " tokens. However, you requested " + std::to_string(prompt_len + max_tokens) +
+                     " tokens (" + std::to_string(prompt_len) + " in the messages, " +
+                     std::to_string(max_tokens) +
+                     " in the completion). Please reduce the length of the messages or completion.");
+}
+
+}  // namespace
+
+std::optional<api_error> api_routes::finish_params(const std::string& model, generation_request& r,
+                                                   const std::vector<std::vector<int32_t>>& prompts,
+                                                   bool chat) const {
+  if (auto e = check_model(model)) return e;
+  const int64_t max_model_len = engine_.limits().max_model_len;
+  const int64_t vocab = engine_.model().vocab_size;
+  size_t longest = 0;
+  for (const std::vector<int32_t>& p : prompts) {
+    if (p.empty()) return bad_request("prompt: must not be empty", "prompt");
+    for (int32_t id : p) {
+      if (id < 0 || id >= vocab) {
+        return bad_request("prompt: token id " + std::to_string(id) + " is out of range [0, " +
+                           std::to_string(vocab) + ")", "prompt");
+      }
+    }
+    longest = std::max(longest, p.size());
+  }
+  const int64_t prompt_len = static_cast<int64_t>(longest);
+  if (prompt_len >= max_model_len) {
+    return bad_request("This model's maximum context length is " + std::to_string(max_model_len) +
+                       " tokens. However, your request has " + std::to_string(prompt_len) +
+                       " input tokens. Please reduce the length of the input messages.");
+  }
+  int64_t max_tokens = r.max_tokens.value_or(chat ? max_model_len - prompt_len : 16);
+  if (max_tokens < 1) return bad_request("max_tokens: must be at least 1, got " + std::to_string(max_tokens), "max_tokens");
+  if (prompt_len + max_tokens > max_model_len) return too_long(max_model_len, prompt_len, max_tokens);
+  r.params.max_tokens = static_cast<int32_t>(max_tokens);
+  if (tok_ == nullptr && !r.params.stop.empty()) {
+    return bad_request("stop: stop strings need a tokenizer; this model is served without one", "stop");
+  }
+  const std::string problem = validate_sampling_params(r.params, vocab);
+  if (!problem.empty()) return bad_request(problem);
+  return check_admission();
+}
+
+prepared_generation api_routes::prepare(generation_kind kind, const generation_request& r,
+                                        std::vector<std::vector<int32_t>> prompts,
+                                        bool want_logprobs) const {
+  prepared_generation g;
+  g.ctx.kind = kind;
+  g.ctx.id = new_request_id(kind == generation_kind::chat ? "chatcmpl-" : "cmpl-");
+  g.ctx.created = std::time(nullptr);
+  g.ctx.model = r.model.empty() ? served_names_.front() : r.model;
+  g.ctx.stream = r.stream;
+  g.ctx.include_usage = r.include_usage;
+  g.ctx.return_token_ids = r.return_token_ids;
+  g.ctx.want_logprobs = want_logprobs;
+  g.ctx.tok = tok_;
+  const int32_t n = r.params.n;
+  for (std::vector<int32_t>& prompt : prompts) {
+    const int leader = static_cast<int>(g.choices.size());
+    for (int32_t j = 0; j < n; ++j) {
+      prepared_choice c;
+      c.prompt_ids = prompt;
+      c.params = r.params;
+      c.params.n = 1;
+      if (r.params.has_seed) c.params.seed = r.params.seed + j;  // each sample its own stream
+      c.fork_of_index = j == 0 ? -1 : leader;
+      g.ctx.choice_prompt_ids.push_back(prompt);
+      g.ctx.choice_counts_prompt.push_back(j == 0);
+      g.choices.push_back(std::move(c));
+    }
+  }
+  return g;
+}
+
+route_result api_routes::completions(std::string_view body) const {
+  auto parsed = parse_completion_request(body);
+  if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
+  completion_request& r = std::get<completion_request>(parsed);
+  if (auto e = check_model(r.common.model)) return error_reply(*e);
+  std::vector<std::vector<int32_t>> prompts = std::move(r.id_prompts);
+  if (r.prompt_is_text) {
+    if (tok_ == nullptr) {
+      return error_reply(bad_request("prompt: this model is served without a tokenizer; send token ids", "prompt"));
+    }
+    for (const std::string& text : r.text_prompts) prompts.push_back(tok_->encode(text, true));
+  }
+  if (auto e = finish_params(r.common.model, r.common, prompts, false)) return error_reply(*e);
+  return prepare(generation_kind::completion, r.common, std::move(prompts), r.common.params.logprobs >= 0);
+}
+
+route_result api_routes::chat(std::string_view body) const {
+  auto parsed = parse_chat_request(body);
+  if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
+  chat_request& r = std::get<chat_request>(parsed);
+  if (auto e = check_model(r.common.model)) return error_reply(*e);
+  if (!renderer_) return error_reply(bad_request("messages: " + renderer_error_, "messages"));
+  auto messages = parse_chat_messages(body);
+  if (!messages) return error_reply(bad_request("messages: " + messages.error_message(), "messages"));
+  auto text = renderer_->render(*messages, r.add_generation_prompt, nullptr);
+  if (!text) return error_reply(bad_request("messages: " + text.error_message(), "messages"));
+  std::vector<std::vector<int32_t>> prompts{tok_->encode(*text, false)};
+  if (auto e = finish_params(r.common.model, r.common, prompts, true)) return error_reply(*e);
+  return prepare(generation_kind::chat, r.common, std::move(prompts), r.logprobs);
+}
+
+}  // namespace troupe

@@ -1,0 +1,258 @@
+#include "net/openai_request.h"
+
+#include <simdjson.h>
+
+#include <limits>
+
+namespace troupe {
+
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+using maybe_error = std::optional<api_error>;
+
+api_error type_error(std::string_view key, std::string_view expected) {
+  return bad_request(std::string(key) + ": expected " + std::string(expected), std::string(key));
+}
+
+// Reads optional fields of one JSON object; absent or null leaves the target
+// unchanged.
+class field_reader {
+ public:
+  explicit field_reader(object obj) : obj_(obj) {}
+
+  bool has(std::string_view key) const {
+    element e;
+    return !obj_[key].get(e) && !e.is_null();
+  }
+  bool get(std::string_view key, element& e) const { return !obj_[key].get(e) && !e.is_null(); }
+
+  maybe_error read_int(std::string_view key, int64_t& out) const {
+    element e;
+    if (!get(key, e)) return std::nullopt;
+    if (e.is_int64()) { out = int64_t(e); return std::nullopt; }
+    if (e.is_double()) {  // 16.0 is accepted as 16, as pydantic does
+      const double d = double(e);
+      if (d == static_cast<double>(static_cast<int64_t>(d))) { out = static_cast<int64_t>(d); return std::nullopt; }
+    }
+    return type_error(key, "an integer");
+  }
+  template <class I>
+  maybe_error read_small_int(std::string_view key, I& out) const {
+    int64_t v = out;
+    if (auto e = read_int(key, v)) return e;
+    if (v < std::numeric_limits<I>::min() || v > std::numeric_limits<I>::max()) {
+      return bad_request(std::string(key) + ": " + std::to_string(v) + " is out of range", std::string(key));
+    }
+    out = static_cast<I>(v);
+    return std::nullopt;
+  }
+  maybe_error read_float(std::string_view key, float& out) const {
+    element e;
+    if (!get(key, e)) return std::nullopt;
+    if (!e.is_number()) return type_error(key, "a number");
+    out = static_cast<float>(double(e));
+    return std::nullopt;
+  }
+  maybe_error read_bool(std::string_view key, bool& out) const {
+    element e;
+    if (!get(key, e)) return std::nullopt;
+    if (!e.is_bool()) return type_error(key, "a boolean");
+    out = bool(e);
+    return std::nullopt;
+  }
+  maybe_error read_string(std::string_view key, std::string& out) const {
+    element e;
+    if (!get(key, e)) return std::nullopt;
+    if (!e.is_string()) return type_error(key, "a string");
+    out = std::string(std::string_view(e));
+    return std::nullopt;
+  }
+  maybe_error read_ids(std::string_view key, std::vector<int32_t>& out) const {
+    element e;
+    if (!get(key, e)) return std::nullopt;
+    if (!e.is_array()) return type_error(key, "a list of integers");
+    for (element x : e.get_array()) {
+      if (!x.is_int64()) return type_error(key, "a list of integers");
+      out.push_back(static_cast<int32_t>(int64_t(x)));
+    }
+    return std::nullopt;
+  }
+  // A string or a list of strings.
+  maybe_error read_strings(std::string_view key, std::vector<std::string>& out) const {
+    element e;
+    if (!get(key, e)) return std::nullopt;
+    if (e.is_string()) { out.emplace_back(std::string_view(e)); return std::nullopt; }
+    if (!e.is_array()) return type_error(key, "a string or a list of strings");
+    for (element x : e.get_array()) {
+      if (!x.is_string()) return type_error(key, "a string or a list of strings");
+      out.emplace_back(std::string_view(x));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  object obj_;
+};
+
+// Parses the body; the document lives in the thread's parser until the next
+// call on this thread.
+std::variant<object, api_error> parse_object(std::string_view body) {
+  thread_local simdjson::dom::parser parser;
+  element doc;
+  if (auto err = parser.parse(body.data(), body.size()).get(doc)) {
+    return bad_request(std::string("invalid JSON in request body: ") + simdjson::error_message(err));
+  }
+  if (!doc.is_object()) return bad_request("request body: expected a JSON object");
+  return object(doc);
+}
+
+maybe_error reject_unsupported(const field_reader& f, std::initializer_list<std::string_view> keys) {
+  for (std::string_view k : keys) {
+    if (f.has(k)) return bad_request(std::string(k) + ": not supported yet", std::string(k));
+  }
+  return std::nullopt;
+}
+
+// Reads every field the two generation routes share.
+maybe_error read_generation(const field_reader& f, generation_request& r) {
+  sampling_params& p = r.params;
+  if (auto e = f.read_string("model", r.model)) return e;
+  int64_t max_tokens = -1;
+  if (auto e = f.read_int("max_tokens", max_tokens)) return e;
+  if (f.has("max_tokens")) r.max_tokens = max_tokens;
+  for (maybe_error e : {f.read_float("temperature", p.temperature), f.read_float("top_p", p.top_p),
+                        f.read_small_int("top_k", p.top_k), f.read_float("min_p", p.min_p),
+                        f.read_small_int("n", p.n), f.read_strings("stop", p.stop),
+                        f.read_ids("stop_token_ids", p.stop_token_ids),
+                        f.read_bool("ignore_eos", p.ignore_eos),
+                        f.read_float("presence_penalty", p.presence_penalty),
+                        f.read_float("frequency_penalty", p.frequency_penalty),
+                        f.read_float("repetition_penalty", p.repetition_penalty),
+                        f.read_bool("skip_special_tokens", p.skip_special_tokens),
+                        f.read_bool("include_stop_str_in_output", p.include_stop_str_in_output),
+                        f.read_bool("stream", r.stream),
+                        f.read_bool("return_token_ids", r.return_token_ids)}) {
+    if (e) return e;
+  }
+  if (f.has("seed")) {
+    if (auto e = f.read_int("seed", p.seed)) return e;
+    p.has_seed = true;
+  }
+  element opts;
+  if (f.get("stream_options", opts)) {
+    if (!opts.is_object()) return type_error("stream_options", "an object");
+    if (auto e = field_reader(object(opts)).read_bool("include_usage", r.include_usage)) {
+      return bad_request("stream_options." + e->message, "stream_options");
+    }
+    if (!r.stream) return bad_request("stream_options: only allowed when stream is true", "stream_options");
+  }
+  return std::nullopt;
+}
+
+// prompt: a string, a list of strings, a list of ids, or a list of lists.
+maybe_error read_prompt(const field_reader& f, completion_request& r) {
+  element e;
+  if (!f.get("prompt", e)) return bad_request("prompt: required", "prompt");
+  const api_error wrong = type_error("prompt", "a string, a list of strings, a list of integers or a list of lists of integers");
+  if (e.is_string()) {
+    r.prompt_is_text = true;
+    r.text_prompts.emplace_back(std::string_view(e));
+    return std::nullopt;
+  }
+  if (!e.is_array()) return wrong;
+  simdjson::dom::array items = e.get_array();
+  if (items.size() == 0) return bad_request("prompt: must not be empty", "prompt");
+  element first = items.at(0).value();
+  r.prompt_is_text = first.is_string();
+  if (first.is_int64()) r.id_prompts.emplace_back();
+  for (element x : items) {
+    if (r.prompt_is_text) {
+      if (!x.is_string()) return wrong;
+      r.text_prompts.emplace_back(std::string_view(x));
+    } else if (first.is_int64()) {
+      if (!x.is_int64()) return wrong;
+      r.id_prompts.back().push_back(static_cast<int32_t>(int64_t(x)));
+    } else {
+      if (!x.is_array()) return wrong;
+      r.id_prompts.emplace_back();
+      for (element id : x.get_array()) {
+        if (!id.is_int64()) return wrong;
+        r.id_prompts.back().push_back(static_cast<int32_t>(int64_t(id)));
+      }
+      if (r.id_prompts.back().empty()) return bad_request("prompt: must not be empty", "prompt");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+parse_result<completion_request> parse_completion_request(std::string_view body) {
+  auto obj = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&obj)) return *e;
+  const field_reader f(std::get<object>(obj));
+  completion_request r;
+  if (auto e = read_generation(f, r.common)) return *e;
+  if (auto e = read_prompt(f, r)) return *e;
+  if (auto e = f.read_small_int("logprobs", r.common.params.logprobs)) return *e;
+  if (auto e = f.read_bool("echo", r.echo)) return *e;
+  if (r.echo) return bad_request("echo: not supported yet", "echo");
+  if (auto e = reject_unsupported(f, {"suffix", "logit_bias", "best_of", "response_format"})) return *e;
+  return r;
+}
+
+parse_result<chat_request> parse_chat_request(std::string_view body) {
+  auto obj = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&obj)) return *e;
+  const field_reader f(std::get<object>(obj));
+  chat_request r;
+  if (auto e = reject_unsupported(f, {"tools", "tool_choice", "response_format", "functions",
+                                      "function_call", "logit_bias"})) {
+    return *e;
+  }
+  if (auto e = read_generation(f, r.common)) return *e;
+  int64_t max_completion_tokens = 0;
+  if (auto e = f.read_int("max_completion_tokens", max_completion_tokens)) return *e;
+  if (f.has("max_completion_tokens")) r.common.max_tokens = max_completion_tokens;
+  if (auto e = f.read_bool("logprobs", r.logprobs)) return *e;
+  if (auto e = f.read_small_int("top_logprobs", r.top_logprobs)) return *e;
+  if (auto e = f.read_bool("add_generation_prompt", r.add_generation_prompt)) return *e;
+  if (r.top_logprobs > 0 && !r.logprobs) {
+    return bad_request("top_logprobs: requires logprobs to be true", "top_logprobs");
+  }
+  if (r.logprobs) r.common.params.logprobs = r.top_logprobs;
+  if (!f.has("messages")) return bad_request("messages: required", "messages");
+  return r;
+}
+
+parse_result<tokenize_request> parse_tokenize_request(std::string_view body) {
+  auto obj = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&obj)) return *e;
+  const field_reader f(std::get<object>(obj));
+  tokenize_request r;
+  r.has_messages = f.has("messages");
+  if (r.has_messages) r.add_special_tokens = false;  // the template writes them
+  if (!r.has_messages && !f.has("prompt")) return bad_request("prompt or messages: required", "prompt");
+  for (maybe_error e : {f.read_string("model", r.model), f.read_string("prompt", r.prompt),
+                        f.read_bool("add_special_tokens", r.add_special_tokens),
+                        f.read_bool("add_generation_prompt", r.add_generation_prompt)}) {
+    if (e) return *e;
+  }
+  return r;
+}
+
+parse_result<detokenize_request> parse_detokenize_request(std::string_view body) {
+  auto obj = parse_object(body);
+  if (auto* e = std::get_if<api_error>(&obj)) return *e;
+  const field_reader f(std::get<object>(obj));
+  detokenize_request r;
+  if (!f.has("tokens")) return bad_request("tokens: required", "tokens");
+  if (auto e = f.read_string("model", r.model)) return *e;
+  if (auto e = f.read_ids("tokens", r.tokens)) return *e;
+  return r;
+}
+
+}  // namespace troupe

@@ -1,0 +1,68 @@
+// openai_request: request bodies of the OpenAI-compatible routes parsed with
+// simdjson into typed requests. Wrong JSON, wrong types and unsupported
+// fields come back as an api_error (400) naming the field
+// ("max_tokens: expected an integer"); unknown fields are ignored, as vLLM
+// does. Sampling values are range-checked later (validate_sampling_params).
+// Stateless; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "actors/sampling_params.h"
+#include "net/api_error.h"
+
+namespace troupe {
+
+// What /v1/completions and /v1/chat/completions share.
+struct generation_request {
+  std::string model;                  // "" when absent
+  std::optional<int64_t> max_tokens;  // absent: route default
+  sampling_params params;             // max_tokens not yet applied
+  bool stream = false;
+  bool include_usage = false;
+  bool return_token_ids = false;
+};
+
+struct completion_request {
+  generation_request common;
+  bool prompt_is_text = false;
+  std::vector<std::string> text_prompts;
+  std::vector<std::vector<int32_t>> id_prompts;
+  bool echo = false;
+};
+
+struct chat_request {
+  generation_request common;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool add_generation_prompt = true;
+  // The messages are parsed from the same body by parse_chat_messages.
+};
+
+struct tokenize_request {
+  std::string model;
+  bool has_messages = false;  // then the body's messages are rendered
+  std::string prompt;
+  bool add_special_tokens = true;
+  bool add_generation_prompt = true;
+};
+
+struct detokenize_request {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+template <class T>
+using parse_result = std::variant<T, api_error>;
+
+parse_result<completion_request> parse_completion_request(std::string_view body);
+parse_result<chat_request> parse_chat_request(std::string_view body);
+parse_result<tokenize_request> parse_tokenize_request(std::string_view body);
+parse_result<detokenize_request> parse_detokenize_request(std::string_view body);
+
+}  // namespace troupe

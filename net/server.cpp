@@ -1,0 +1,135 @@
+#include "net/server.h"
+
+#include "config/logging.h"
+
+#include <boost/asio/signal_set.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "net/routes.h"
+#include "net/session.h"
+
+namespace troupe {
+
+int default_io_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(hw, 1u, 4u));
+}
+
+struct http_server::impl {
+  impl(engine& eng, const engine_config& config)
+      : routes(eng, config), shared{eng, routes, ioc_owner}, acceptor(ioc) {}
+
+  void do_accept() {
+    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, asio::ip::tcp::socket s) {
+      if (ec) {
+        if (ec != asio::error::operation_aborted) get_logger("net")->warn("accept failed: {}", ec.message());
+        if (!acceptor.is_open()) return;
+      } else {
+        auto session = std::make_shared<http_session>(std::move(s), shared);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          std::erase_if(sessions, [](const std::weak_ptr<http_session>& w) { return w.expired(); });
+          sessions.push_back(session);
+        }
+        session->start();
+      }
+      do_accept();
+    });
+  }
+
+  template <class F>
+  void for_each_session(F f) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& w : sessions) {
+      if (auto s = w.lock()) f(*s);
+    }
+  }
+
+  // Waits until no generation is in flight or the deadline passes.
+  bool wait_idle(std::chrono::steady_clock::time_point deadline) {
+    while (shared.num_active.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return shared.num_active.load() == 0;
+  }
+
+  // Sinks share the io_context: an engine request that outlives the server
+  // (aborted during shutdown) may still post to it, harmlessly.
+  std::shared_ptr<asio::io_context> ioc_owner = std::make_shared<asio::io_context>();
+  asio::io_context& ioc = *ioc_owner;
+  api_routes routes;
+  server_shared shared;
+  asio::ip::tcp::acceptor acceptor;
+  std::mutex mu;
+  std::vector<std::weak_ptr<http_session>> sessions;
+  std::condition_variable stop_cv;
+  bool stop_requested = false;
+};
+
+http_server::http_server(engine& eng, const engine_config& config)
+    : impl_(std::make_unique<impl>(eng, config)) {}
+
+http_server::~http_server() = default;
+
+status http_server::listen(const std::string& host, int64_t port) {
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec) return make_error("host: '" + host + "' is not an IP address");
+  const asio::ip::tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  auto& a = impl_->acceptor;
+  const std::string where = host + ":" + std::to_string(port);
+  if (a.open(endpoint.protocol(), ec); ec) return make_error("cannot open a socket for " + where + ": " + ec.message());
+  if (a.set_option(asio::socket_base::reuse_address(true), ec); ec) return make_error(where + ": " + ec.message());
+  if (a.bind(endpoint, ec); ec) return make_error("cannot listen on " + where + ": " + ec.message());
+  if (a.listen(asio::socket_base::max_listen_connections, ec); ec) {
+    return make_error("cannot listen on " + where + ": " + ec.message());
+  }
+  return {};
+}
+
+int http_server::run(int num_io_threads) {
+  impl& s = *impl_;
+  auto guard = asio::make_work_guard(s.ioc);
+  asio::signal_set signals(s.ioc, SIGINT, SIGTERM);
+  signals.async_wait([&s](beast::error_code ec, int signo) {
+    if (ec) return;
+    get_logger("net")->info("signal {} received: shutting down", signo);
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stop_requested = true;
+    s.stop_cv.notify_all();
+  });
+  s.do_accept();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < num_io_threads; ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.stop_cv.wait(lock, [&s] { return s.stop_requested; });
+  }
+  // Stop accepting; idle connections close, busy ones after their response.
+  asio::post(s.ioc, [&s] {
+    beast::error_code ec;
+    s.acceptor.close(ec);
+  });
+  s.for_each_session([](http_session& session) { session.shutdown(); });
+  const auto start = std::chrono::steady_clock::now();
+  if (!s.wait_idle(start + drain_timeout)) {
+    get_logger("net")->warn("{} request(s) still running after {} s: aborting them",
+                 s.shared.num_active.load(), drain_timeout.count());
+    s.for_each_session([](http_session& session) { session.abort_requests(); });
+    s.wait_idle(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  }
+  s.for_each_session([](http_session& session) { session.shutdown(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  guard.reset();
+  s.ioc.stop();
+  for (std::thread& t : threads) t.join();
+  get_logger("net")->info("server stopped");
+  return 0;
+}
+
+}  // namespace troupe

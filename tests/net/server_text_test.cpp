@@ -1,0 +1,144 @@
+// `troupe serve` on examples/deploy-qwen3-dummy-cpu.yaml: random weights in
+// Qwen3's shape with the real Qwen3 tokenizer and chat template. The text is
+// random, so the checks are about everything around it: usage equals the
+// tokenizer's counts, stop strings end the text and never appear in it,
+// streaming frames chat as OpenAI does and matches the non-streamed text.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include "tests/net/server_harness.h"
+
+namespace troupe::testing {
+namespace {
+
+const std::string repo = std::string(TROUPE_TEST_DATA) + "/../..";
+
+std::vector<std::string> qwen3_args() {
+  return {"--config", repo + "/examples/deploy-qwen3-dummy-cpu.yaml", "--model",
+          repo + "/examples/models/qwen3-tiny-151k", "--tokenizer", repo + "/tests/data/tokenizers/qwen3"};
+}
+
+const char* messages = R"("messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}])";
+
+TEST(server_text, chat_usage_equals_token_counts) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  const http_result tok = http_call(server.port(), "POST", "/tokenize", std::string("{") + messages + "}");
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  const int64_t prompt_tokens = int64_t(parser.parse(tok.body)["count"]);
+  const http_result r = http_call(server.port(), "POST", "/v1/chat/completions",
+                                  std::string(R"({"model":"qwen3-tiny","max_tokens":8,)") + messages + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::element doc = parser.parse(r.body);
+  EXPECT_EQ(std::string_view(doc["object"]), "chat.completion");
+  EXPECT_EQ(std::string_view(doc["model"]), "qwen3-tiny");
+  EXPECT_EQ(std::string_view(doc["id"]).substr(0, 9), "chatcmpl-");
+  simdjson::dom::element choice = doc["choices"].at(0);
+  EXPECT_EQ(std::string_view(choice["message"]["role"]), "assistant");
+  EXPECT_FALSE(std::string_view(choice["message"]["content"]).empty());
+  EXPECT_EQ(std::string_view(choice["finish_reason"]), "length");
+  EXPECT_EQ(int64_t(doc["usage"]["prompt_tokens"]), prompt_tokens);
+  EXPECT_EQ(int64_t(doc["usage"]["completion_tokens"]), 8);
+  EXPECT_EQ(int64_t(doc["usage"]["total_tokens"]), prompt_tokens + 8);
+}
+
+TEST(server_text, stop_string_ends_text_and_is_absent) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  const std::string base = R"({"prompt":"The capital of France is","temperature":0,"ignore_eos":true,)";
+  const http_result full = http_call(server.port(), "POST", "/v1/completions",
+                                     base + R"("max_tokens":12,"return_token_ids":true})");
+  ASSERT_EQ(full.status, 200) << full.body;
+  simdjson::dom::element choice = parser.parse(full.body)["choices"].at(0);
+  const std::string text{std::string_view(choice["text"])};
+  std::vector<int64_t> ids;
+  for (int64_t id : choice["token_ids"].get_array()) ids.push_back(id);
+  ASSERT_EQ(ids.size(), 12u);
+  // The stop string: the text of the 6th generated token.
+  const http_result piece = http_call(server.port(), "POST", "/detokenize",
+                                      R"({"tokens":[)" + std::to_string(ids[5]) + "]}");
+  ASSERT_EQ(piece.status, 200) << piece.body;
+  const std::string stop{std::string_view(parser.parse(piece.body)["prompt"])};
+  ASSERT_FALSE(stop.empty());
+  const size_t at = text.find(stop);
+  ASSERT_NE(at, std::string::npos);
+  std::string stop_json;
+  for (char c : stop) {
+    if (c == '"' || c == '\\') stop_json += '\\';
+    stop_json += c;
+  }
+  const http_result r = http_call(server.port(), "POST", "/v1/completions",
+                                  base + R"("max_tokens":12,"stop":[")" + stop_json + R"("]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::element stopped = parser.parse(r.body)["choices"].at(0);
+  EXPECT_EQ(std::string_view(stopped["finish_reason"]), "stop");
+  EXPECT_EQ(std::string(std::string_view(stopped["text"])), text.substr(0, at));
+  EXPECT_EQ(std::string(std::string_view(stopped["text"])).find(stop), std::string::npos);
+}
+
+TEST(server_text, chat_stream_framing_matches_non_stream) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  const std::string base = std::string(R"({"temperature":0,"max_tokens":10,"n":2,)") + messages;
+  const http_result plain = http_call(server.port(), "POST", "/v1/chat/completions", base + "}");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  std::vector<std::string> expected;
+  for (simdjson::dom::element c : parser.parse(plain.body)["choices"].get_array()) {
+    expected.emplace_back(std::string_view(c["message"]["content"]));
+  }
+  ASSERT_EQ(expected.size(), 2u);
+  const http_result r = http_call(server.port(), "POST", "/v1/chat/completions",
+                                  base + R"(,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto events = sse_events(r.body);
+  ASSERT_TRUE(events.has_value()) << r.body;
+  ASSERT_GE(events->size(), 4u);
+  EXPECT_EQ(events->back(), "[DONE]");
+  std::vector<std::string> content(2);
+  std::vector<int> chunks(2, 0);
+  std::vector<std::string> finish(2);
+  for (size_t i = 0; i + 2 < events->size(); ++i) {
+    simdjson::dom::element chunk = parser.parse((*events)[i]);
+    EXPECT_EQ(std::string_view(chunk["object"]), "chat.completion.chunk");
+    simdjson::dom::element choice = chunk["choices"].at(0);
+    const size_t index = size_t(int64_t(choice["index"]));
+    ASSERT_LT(index, 2u);
+    simdjson::dom::element role;
+    const bool has_role = !choice["delta"]["role"].get(role);
+    EXPECT_EQ(has_role, chunks[index] == 0) << "role only in the first chunk of each choice";
+    EXPECT_TRUE(finish[index].empty()) << "a chunk after the finishing one";
+    content[index] += std::string(std::string_view(choice["delta"]["content"]));
+    if (!choice["finish_reason"].is_null()) finish[index] = std::string(std::string_view(choice["finish_reason"]));
+    ++chunks[index];
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(content[i], expected[i]) << "choice " << i;
+    EXPECT_EQ(finish[i], "length");
+  }
+  simdjson::dom::element usage = parser.parse((*events)[events->size() - 2]);
+  EXPECT_EQ(usage["choices"].get_array().size(), 0u);
+  EXPECT_EQ(int64_t(usage["usage"]["completion_tokens"]), 20);
+}
+
+TEST(server_text, tokenize_detokenize_round_trip) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  const http_result tok = http_call(server.port(), "POST", "/tokenize", R"({"prompt":"Hello world"})");
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  simdjson::dom::element doc = parser.parse(tok.body);
+  EXPECT_EQ(int64_t(doc["max_model_len"]), 4096);
+  std::string ids;
+  for (int64_t id : doc["tokens"].get_array()) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  EXPECT_EQ(ids, "9707,1879");  // Qwen3's "Hello", " world"
+  EXPECT_EQ(int64_t(doc["count"]), 2);
+  const http_result detok = http_call(server.port(), "POST", "/detokenize", R"({"tokens":[)" + ids + "]}");
+  ASSERT_EQ(detok.status, 200) << detok.body;
+  EXPECT_EQ(std::string_view(parser.parse(detok.body)["prompt"]), "Hello world");
+}
+
+}  // namespace
+}  // namespace troupe::testing
