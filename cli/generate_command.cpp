@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "actors/engine.h"
+#include "cli/command_setup.h"
 #include "cli/commands.h"
 #include "cli/generate_inputs.h"
 #include "common/json_writer.h"
@@ -120,29 +121,16 @@ int run_generate(const std::vector<std::string>& args) {
     return 2;
   }
   const engine_config& config = parsed->config;
-  setup_logging(config.log_level);
-  auto model = config.model.empty() ? result<model_config>(make_error("")) : load_model_config(config.model);
-  std::vector<std::string> problems = validate_config(config, model ? &model.value() : nullptr);
-  if (!problems.empty()) {
-    print_error(format_config_problems(problems));
-    return 2;
-  }
-  if (!model) {
-    print_error(model.error_message());
-    return 2;
-  }
-  auto tok = engine::load_tokenizer(config);
-  if (!tok) {
-    print_error(tok.error_message());
-    return 2;
-  }
-  auto inputs = build_generate_inputs(parsed->rest, config.seed, model->vocab_size, tok->get());
+  command_setup setup;
+  if (!prepare_command(config, setup)) return 2;
+  auto inputs = build_generate_inputs(parsed->rest, config.seed, setup.model.vocab_size,
+                                      setup.tok.get());
   if (!inputs) {
     print_error(inputs.error_message());
     return 2;
   }
-  const bool has_text = *tok != nullptr;
-  auto eng = engine::create(config, *tok);
+  const bool has_text = setup.tok != nullptr;
+  auto eng = engine::create(config, setup.tok);
   if (!eng) {
     print_error(eng.error_message());
     return 1;

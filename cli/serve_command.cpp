@@ -5,6 +5,7 @@
 // Loads and validates the config as `generate` does, creates the engine,
 // binds host:port and serves until SIGINT/SIGTERM (then drains; exit 0).
 #include "actors/engine.h"
+#include "cli/command_setup.h"
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "config/logging.h"
@@ -19,24 +20,9 @@ int run_serve(const std::vector<std::string>& args) {
     return 2;
   }
   const engine_config& config = parsed->config;
-  setup_logging(config.log_level);
-  auto model = config.model.empty() ? result<model_config>(make_error("--model: required"))
-                                    : load_model_config(config.model);
-  std::vector<std::string> problems = validate_config(config, model ? &model.value() : nullptr);
-  if (!problems.empty()) {
-    print_error(format_config_problems(problems));
-    return 2;
-  }
-  if (!model) {
-    print_error(model.error_message());
-    return 2;
-  }
-  auto tok = engine::load_tokenizer(config);
-  if (!tok) {
-    print_error(tok.error_message());
-    return 2;
-  }
-  auto eng = engine::create(config, *tok);
+  command_setup setup;
+  if (!prepare_command(config, setup)) return 2;
+  auto eng = engine::create(config, setup.tok);
   if (!eng) {
     print_error(eng.error_message());
     return 1;
@@ -47,7 +33,7 @@ int run_serve(const std::vector<std::string>& args) {
   log->info("model {} ({}), max_model_len {}, KV cache {} blocks = {} tokens (max concurrency "
             "{:.2f}x at max_model_len), tokenizer: {}",
             config.model, limits.backend, limits.max_model_len, limits.num_blocks - 1, kv_tokens,
-            double(kv_tokens) / double(limits.max_model_len), *tok ? "yes" : "none (token ids only)");
+            double(kv_tokens) / double(limits.max_model_len), setup.tok ? "yes" : "none (token ids only)");
   int status = 0;
   {
     http_server server(**eng, config);
