@@ -212,10 +212,11 @@ void token_budget_scheduler::reserve(request_state& r, int64_t num_new_tokens,
   scheduled_.push_back(requests_.at(r.id));
 }
 
-void token_budget_scheduler::apply_grows(const kv_grant& grant) {
+std::vector<size_t> token_budget_scheduler::apply_grows(const kv_grant& grant) {
   TROUPE_CHECK(grant.grow_block_ids.size() == scheduled_.size());
   TROUPE_CHECK(grant.grow_ok.size() == scheduled_.size());
   std::vector<request_ptr> kept;
+  std::vector<size_t> kept_index;
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     const request_ptr& r = scheduled_[i];
     if (!grant.grow_ok[i]) {
@@ -236,8 +237,10 @@ void token_budget_scheduler::apply_grows(const kv_grant& grant) {
     hold(fresh);
     r->block_ids.insert(r->block_ids.end(), fresh.begin(), fresh.end());
     kept.push_back(r);
+    kept_index.push_back(i);
   }
   scheduled_ = std::move(kept);
+  return kept_index;
 }
 
 void token_budget_scheduler::apply_admissions(const kv_grant& grant) {
@@ -307,10 +310,8 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
   TROUPE_CHECK(grant.grow_block_ids.size() == scheduled_.size());
   // Grows first (scheduled_ holds the running requests so far), then the
   // admissions the block manager granted.
-  const std::vector<request_ptr> grown = scheduled_;
-  apply_grows(grant);
-  std::unordered_map<request_id, size_t> grow_index;
-  for (size_t i = 0; i < grown.size(); ++i) grow_index[grown[i]->id] = i;
+  // grow_index[i]: the grant's entry for scheduled_[i], for the grows kept.
+  const std::vector<size_t> grow_index = apply_grows(grant);
   apply_admissions(grant);
   num_blocks_free_ = grant.num_blocks_free;
   num_cpu_blocks_free_ = grant.num_cpu_blocks_free;
@@ -352,7 +353,8 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
       forks = &plan.new_requests.back().fork_children;
       r.known_to_worker = true;
     } else {
-      const size_t g = grow_index.at(r.id);
+      TROUPE_CHECK(i < grow_index.size());  // a known request here is a grow
+      const size_t g = grow_index[i];
       cached_request_data d;
       d.id = r.id;
       d.new_block_ids = grant.grow_block_ids[g];

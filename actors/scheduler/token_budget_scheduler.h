@@ -127,7 +127,9 @@ class token_budget_scheduler {
   void schedule_waiting(kv_transaction& txn, int64_t& budget);
   void reserve(request_state& r, int64_t num_new_tokens, kv_transaction& txn, int64_t& budget);
   void apply_admissions(const kv_grant& grant);
-  void apply_grows(const kv_grant& grant);
+  // Returns, for each grow kept (refused ones sit the step out), its index
+  // in the grant.
+  std::vector<size_t> apply_grows(const kv_grant& grant);
   void order_by_priority();
   void hold(const std::vector<int32_t>& blocks);
   // Drops r's hold on its blocks; returns how many no request holds now.

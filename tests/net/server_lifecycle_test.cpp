@@ -85,6 +85,17 @@ int64_t metric(int port, const std::string& name) {
   return std::stoll(r.body.substr(value + 2));
 }
 
+// Running requests, polled until they reach 0 or a second has passed.
+int64_t running_after_one_second(int port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int64_t running = metric(port, "num_requests_running");
+  while (running != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running = metric(port, "num_requests_running");
+  }
+  return running;
+}
+
 TEST(server_lifecycle, disconnect_mid_stream_aborts_request) {
   server_process server(args());
   ASSERT_NE(server.port(), 0) << server.log();
@@ -92,13 +103,7 @@ TEST(server_lifecycle, disconnect_mid_stream_aborts_request) {
     ASSERT_TRUE(stream_then_disconnect(server.port(), long_stream, std::chrono::seconds(30)));
   }
   EXPECT_EQ(http_call(server.port(), "GET", "/v1/models").status, 200);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  int64_t running = metric(server.port(), "num_requests_running");
-  while (running != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    running = metric(server.port(), "num_requests_running");
-  }
-  EXPECT_EQ(running, 0) << server.log();
+  EXPECT_EQ(running_after_one_second(server.port()), 0) << server.log();
   // Aborted, not run to the end: 4 x 1900 tokens were asked for.
   const int64_t generated = metric(server.port(), "generation_tokens_total");
   EXPECT_GE(generated, 4);
@@ -110,13 +115,7 @@ TEST(server_lifecycle, disconnect_while_not_streaming_aborts_request) {
   ASSERT_NE(server.port(), 0) << server.log();
   send_then_disconnect(server.port(), R"({"prompt":[1,2,3],"max_tokens":1900,"ignore_eos":true})",
                        std::chrono::milliseconds(200));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  int64_t running = metric(server.port(), "num_requests_running");
-  while (running != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    running = metric(server.port(), "num_requests_running");
-  }
-  EXPECT_EQ(running, 0) << server.log();
+  EXPECT_EQ(running_after_one_second(server.port()), 0) << server.log();
   const int64_t generated = metric(server.port(), "generation_tokens_total");
   EXPECT_GE(generated, 1);
   EXPECT_LT(generated, 1900) << server.log();
