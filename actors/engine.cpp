@@ -53,7 +53,11 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   else if (config.dtype == "float16") type = dtype::f16;
   else type = model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;  // auto, as vLLM on GPUs
 #ifdef TROUPE_HAVE_CUDA
-  return std::unique_ptr<ops>(std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens));
+  auto backend = std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens);
+  // Decode attention's split-KV partials: reserved before any forward pass.
+  backend->reserve_attention_workspace(limits.max_num_seqs, model.num_attention_heads,
+                                       model.head_dim);
+  return std::unique_ptr<ops>(std::move(backend));
 #else
   (void)limits;
   return make_error("backend cuda: this build has no CUDA backend");
@@ -159,6 +163,7 @@ struct engine::impl {
   std::atomic<request_id> next_id{1};
   std::mutex mutex;
   std::unordered_map<request_id, caf::actor> live;  // request actors, for abort
+  std::shared_ptr<request_metrics> metrics;
 };
 
 engine::engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -187,6 +192,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   p->model = *model;
   p->limits = *limits;
   p->tok = std::move(tok);
+  p->metrics = std::make_shared<request_metrics>(limits->max_model_len);
   if (!p->tok) {
     get_logger("model")->info("no tokenizer (no tokenizer.json in '{}'): prompts are token ids "
                               "and outputs carry no text", config.model);
@@ -257,6 +263,7 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
   impl* p = impl_.get();
   add_request_batch msg;
   std::vector<request_id> ids;
+  const auto arrival = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (submission& s : batch) {
     const request_id id = impl_->next_id++;
@@ -266,9 +273,11 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
     });
     request_text_setup text{impl_->tok, impl_->tok ? s.prompt_ids : std::vector<int32_t>{},
                             s.params};
+    request_accounting accounting{impl_->metrics, arrival,
+                                  static_cast<int64_t>(s.prompt_ids.size())};
     caf::actor actor = impl_->system->spawn(request_actor, id, impl_->scheduler,
                                             std::static_pointer_cast<request_sink>(tracked),
-                                            std::move(text));
+                                            std::move(text), std::move(accounting));
     impl_->live.emplace(id, actor);
     add_request_msg add;
     add.id = id;
@@ -290,6 +299,8 @@ void engine::abort(request_id id) {
   auto it = impl_->live.find(id);
   if (it != impl_->live.end()) caf::anon_send(it->second, abort_request_msg{id});
 }
+
+request_metrics_snapshot engine::metrics() const { return impl_->metrics->snapshot(); }
 
 engine_stats engine::stats() {
   caf::scoped_actor self{*impl_->system};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/messages.h"
+#include "actors/request/request_metrics.h"
 #include "actors/request/request_sink.h"
 #include "common/result.h"
 #include "config/engine_config.h"
@@ -72,6 +73,8 @@ class engine {
   std::vector<request_id> submit_batch(std::vector<submission> batch);
   void abort(request_id id);
   engine_stats stats();
+  // Latency and size distributions of the requests so far (thread-safe).
+  request_metrics_snapshot metrics() const;
 
   const model_config& model() const;
   const engine_limits& limits() const;

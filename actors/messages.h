@@ -220,7 +220,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {
-  return f(caf::meta::type_name("token_logprobs"), x.token_id, x.logprob, x.top_ids,
+  return f(caf::meta::type_name("token_logprobs"), x.token_id, x.logprob, x.rank, x.top_ids,
            x.top_logprobs);
 }
 template <class Inspector>

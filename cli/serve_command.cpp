@@ -42,7 +42,7 @@ int run_serve(const std::vector<std::string>& args) {
       return 1;
     }
     log->info("listening on http://{}:{}", config.host, config.port);
-    status = server.run(default_io_threads());
+    status = server.run();
   }
   eng->reset();
   return status;

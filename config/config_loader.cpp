@@ -56,7 +56,10 @@ const std::vector<field>& fields() {
       {"speculative_config", &c::speculative_config}, {"enable_lora", &c::enable_lora},
       {"lora_modules", &c::lora_modules}, {"max_loras", &c::max_loras},
       {"max_lora_rank", &c::max_lora_rank}, {"host", &c::host}, {"port", &c::port},
-      {"api_key", &c::api_key}, {"log_level", &c::log_level},
+      {"api_key", &c::api_key}, {"http_read_timeout", &c::http_read_timeout},
+      {"http_write_timeout", &c::http_write_timeout}, {"drain_timeout", &c::drain_timeout},
+      {"num_io_threads", &c::num_io_threads}, {"http_send_buffer_kib", &c::http_send_buffer_kib},
+      {"log_level", &c::log_level},
   };
   return table;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <initializer_list>
+#include <utility>
 
 #include "config/config_loader.h"
 
@@ -148,6 +149,18 @@ void check_server_section(const engine_config& c, problem_list& out) {
   if (c.host.empty()) out.push_back("host: must not be empty");
   if (c.port < 1 || c.port > 65535) {
     out.push_back("port: " + std::to_string(c.port) + " must be in 1..65535");
+  }
+  for (const auto& [key, v] : {std::pair<const char*, double>{"http_read_timeout", c.http_read_timeout},
+                               {"http_write_timeout", c.http_write_timeout},
+                               {"drain_timeout", c.drain_timeout}}) {
+    if (!(v > 0) || v > 86400) out.push_back(std::string(key) + ": " + number_text(v) + " must be in (0, 86400] seconds");
+  }
+  if (c.http_send_buffer_kib < 0 || c.http_send_buffer_kib > (1 << 20)) {
+    out.push_back("http_send_buffer_kib: " + std::to_string(c.http_send_buffer_kib) +
+                  " must be in 0..1048576 (0: the kernel's default)");
+  }
+  if (c.num_io_threads < 0 || c.num_io_threads > 256) {
+    out.push_back("num_io_threads: " + std::to_string(c.num_io_threads) + " must be in 0..256 (0: automatic)");
   }
   check_one_of("log_level", c.log_level, {"trace", "debug", "info", "warn", "error", "off"}, out);
 }

@@ -61,6 +61,13 @@ struct engine_config {
   std::string host = "0.0.0.0";
   int64_t port = 8000;
   std::string api_key;
+  double http_read_timeout = 30;   // s to read one request (and idle keep-alive wait)
+  double http_write_timeout = 30;  // s a response write may take: a client that stops
+                                   // reading is cut off and its requests aborted
+  double drain_timeout = 10;       // s in-flight requests may finish after SIGTERM
+  int64_t num_io_threads = 0;      // 0: min(4, hardware threads)
+  int64_t http_send_buffer_kib = 0;  // SO_SNDBUF of client sockets (as nginx's sndbuf);
+                                     // 0: the kernel's autotuning
 
   // Logging.
   std::string log_level = "info";  // trace | debug | info | warn | error | off

@@ -23,6 +23,14 @@ void write_finish(json_writer& w, finish_reason r) {
 
 std::string sse(const std::string& json) { return "data: " + json + "\n\n"; }
 
+// Characters (code points) of UTF-8 text, as Python's len(): text_offset
+// counts characters, as vLLM's does.
+int64_t num_chars(const std::string& text) {
+  int64_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 }  // namespace
 
 generation::generation(generation_context ctx)
@@ -34,7 +42,8 @@ std::string generation::token_text(int32_t id) const {
 }
 
 void generation::write_logprobs(json_writer& w, const std::vector<token_logprobs>& lps,
-                                int64_t& text_offset) const {
+                                int64_t& text_offset, int32_t first_prompt_token,
+                                const std::vector<token_logprobs>* prompt_lps) const {
   if (!ctx_.want_logprobs) { w.null(); return; }
   if (ctx_.kind == generation_kind::chat) {
     w.begin_object().key("content").begin_array();
@@ -58,24 +67,62 @@ void generation::write_logprobs(json_writer& w, const std::vector<token_logprobs
     w.end_array().end_object();
     return;
   }
-  // Completions: vLLM's {tokens, token_logprobs, top_logprobs, text_offset}.
+  // Completions: vLLM's {tokens, token_logprobs, top_logprobs, text_offset};
+  // with echo the prompt comes first, its first token without logprobs.
+  std::vector<const token_logprobs*> all;
+  if (prompt_lps != nullptr) {
+    for (const token_logprobs& lp : *prompt_lps) all.push_back(&lp);
+  }
+  for (const token_logprobs& lp : lps) all.push_back(&lp);
+  const bool lead = first_prompt_token >= 0;
   w.begin_object();
   w.key("tokens").begin_array();
-  for (const token_logprobs& lp : lps) w.value(token_text(lp.token_id));
+  if (lead) w.value(token_text(first_prompt_token));
+  for (const token_logprobs* lp : all) w.value(token_text(lp->token_id));
   w.end_array().key("token_logprobs").begin_array();
-  for (const token_logprobs& lp : lps) w.value(lp.logprob);
+  if (lead) w.null();
+  for (const token_logprobs* lp : all) w.value(lp->logprob);
   w.end_array().key("top_logprobs").begin_array();
-  for (const token_logprobs& lp : lps) {
+  if (lead) w.null();
+  for (const token_logprobs* lp : all) {
     w.begin_object();
-    for (size_t k = 0; k < lp.top_ids.size(); ++k) w.key(token_text(lp.top_ids[k])).value(lp.top_logprobs[k]);
+    // The chosen token first (as vLLM, which adds it to the top k).
+    w.key(token_text(lp->token_id)).value(lp->logprob);
+    for (size_t k = 0; k < lp->top_ids.size(); ++k) {
+      if (lp->top_ids[k] != lp->token_id) w.key(token_text(lp->top_ids[k])).value(lp->top_logprobs[k]);
+    }
     w.end_object();
   }
   w.end_array().key("text_offset").begin_array();
-  for (const token_logprobs& lp : lps) {
+  if (lead) {
     w.value(text_offset);
-    text_offset += static_cast<int64_t>(token_text(lp.token_id).size());
+    text_offset += num_chars(token_text(first_prompt_token));
+  }
+  for (const token_logprobs* lp : all) {
+    w.value(text_offset);
+    text_offset += num_chars(token_text(lp->token_id));
   }
   w.end_array().end_object();
+}
+
+void generation::write_prompt_logprobs(json_writer& w, size_t i) const {
+  w.key("prompt_logprobs");
+  const std::vector<int32_t>& prompt = ctx_.choice_prompt_ids[i];
+  if (!ctx_.return_prompt_logprobs || prompt.empty()) { w.null(); return; }
+  w.begin_array().null();
+  const auto entry = [&](int32_t id, float logprob, int64_t rank) {
+    w.key(std::to_string(id)).begin_object().key("logprob").value(logprob).key("rank").value(rank);
+    w.key("decoded_token").value(token_text(id)).end_object();
+  };
+  for (const token_logprobs& lp : choices_[i].prompt_logprobs) {
+    w.begin_object();
+    entry(lp.token_id, lp.logprob, lp.rank);
+    for (size_t k = 0; k < lp.top_ids.size(); ++k) {
+      if (lp.top_ids[k] != lp.token_id) entry(lp.top_ids[k], lp.top_logprobs[k], static_cast<int64_t>(k) + 1);
+    }
+    w.end_object();
+  }
+  w.end_array();
 }
 
 void generation::write_usage(json_writer& w) const {
@@ -114,13 +161,20 @@ std::string generation::chunk(size_t i, const request_output& out) {
   w.key("object").value(chat ? "chat.completion.chunk" : "text_completion");
   w.key("created").value(ctx_.created).key("model").value(ctx_.model);
   w.key("choices").begin_array().begin_object().key("index").value(static_cast<int64_t>(i));
+  choice_state& c = choices_[i];
+  const bool echo_now = ctx_.echo && !c.echoed;  // the first chunk carries the prompt
+  c.echoed = c.echoed || ctx_.echo;
   if (chat) {
     w.key("delta").begin_object().key("content").value(out.text).end_object();
   } else {
-    w.key("text").value(out.text);
+    w.key("text").value(echo_now ? ctx_.choice_prompt_text[i] + out.text : out.text);
   }
   w.key("logprobs");
-  write_logprobs(w, out.logprobs, choices_[i].text_offset);
+  if (echo_now) {
+    write_logprobs(w, out.logprobs, c.text_offset, ctx_.choice_prompt_ids[i].front(), &c.prompt_logprobs);
+  } else {
+    write_logprobs(w, out.logprobs, c.text_offset);
+  }
   write_finish(w, out.finish);
   if (ctx_.return_token_ids || ctx_.tok == nullptr) w.key("token_ids").array(out.new_token_ids);
   w.end_object().end_array().end_object();
@@ -133,6 +187,7 @@ std::string generation::on_output(size_t i, const request_output& out) {
   c.token_ids.insert(c.token_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
   c.text += out.text;
   c.logprobs.insert(c.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+  c.prompt_logprobs.insert(c.prompt_logprobs.end(), out.prompt_logprobs.begin(), out.prompt_logprobs.end());
   if (out.finish != finish_reason::none) {
     c.finish = out.finish;
     c.stop_reason = out.stop_reason;
@@ -174,11 +229,15 @@ std::string generation::response_body() const {
       w.key("message").begin_object().key("role").value("assistant");
       w.key("content").value(c.text).end_object();
     } else {
-      w.key("text").value(c.text);
+      w.key("text").value(ctx_.echo ? ctx_.choice_prompt_text[i] + c.text : c.text);
     }
     int64_t offset = 0;
     w.key("logprobs");
-    write_logprobs(w, c.logprobs, offset);
+    if (ctx_.echo) {
+      write_logprobs(w, c.logprobs, offset, ctx_.choice_prompt_ids[i].front(), &c.prompt_logprobs);
+    } else {
+      write_logprobs(w, c.logprobs, offset);
+    }
     write_finish(w, c.finish);
     w.key("stop_reason");
     if (c.stop_reason.empty()) w.null(); else w.value(c.stop_reason);
@@ -186,9 +245,11 @@ std::string generation::response_body() const {
       w.key("token_ids").array(c.token_ids);
       if (ctx_.return_token_ids) w.key("prompt_token_ids").array(ctx_.choice_prompt_ids[i]);
     }
+    if (!chat) write_prompt_logprobs(w, i);
     w.end_object();
   }
   w.end_array();
+  if (chat) write_prompt_logprobs(w, 0);
   write_usage(w);
   w.end_object();
   return w.take();

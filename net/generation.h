@@ -30,6 +30,13 @@ struct generation_context {
   std::vector<std::vector<int32_t>> choice_prompt_ids;
   std::vector<bool> choice_counts_prompt;  // first sample of each prompt
   std::shared_ptr<const tokenizer> tok;    // null: outputs are token ids only
+  // Completions' echo: each choice's text (and logprobs, when asked) starts
+  // with its prompt; choice_prompt_text holds the prompt as text.
+  bool echo = false;
+  std::vector<std::string> choice_prompt_text;
+  // vLLM's prompt_logprobs: completions choices (chat: the response) carry
+  // `prompt_logprobs` ([null, {id: {logprob, rank, decoded_token}}, ...]).
+  bool return_prompt_logprobs = false;
 };
 
 class generation {
@@ -56,11 +63,17 @@ class generation {
     finish_reason finish = finish_reason::none;
     std::string stop_reason;
     int64_t text_offset = 0;  // completions logprobs text_offset so far
+    std::vector<token_logprobs> prompt_logprobs;  // prompt positions 1.. (as computed)
+    bool echoed = false;  // stream: the prompt went out with the first chunk
   };
   std::string chunk(size_t choice, const request_output& out);
   void write_usage(class json_writer& w) const;
+  // `lps`, preceded with echo by the prompt: a first token without logprobs
+  // (`first_prompt_token`, -1: none) and the prompt logprobs.
   void write_logprobs(class json_writer& w, const std::vector<token_logprobs>& lps,
-                      int64_t& text_offset) const;
+                      int64_t& text_offset, int32_t first_prompt_token = -1,
+                      const std::vector<token_logprobs>* prompt_lps = nullptr) const;
+  void write_prompt_logprobs(class json_writer& w, size_t choice) const;
   std::string token_text(int32_t id) const;
 
   generation_context ctx_;

@@ -80,6 +80,7 @@ prepared_generation api_routes::prepare(generation_kind kind, const generation_r
   g.ctx.return_token_ids = r.return_token_ids;
   g.ctx.want_logprobs = want_logprobs;
   g.ctx.tok = tok_;
+  g.ctx.return_prompt_logprobs = r.prompt_logprobs >= 0;
   const int32_t n = r.params.n;
   for (std::vector<int32_t>& prompt : prompts) {
     const int leader = static_cast<int>(g.choices.size());
@@ -110,8 +111,23 @@ route_result api_routes::completions(std::string_view body) const {
     }
     for (const std::string& text : r.text_prompts) prompts.push_back(tok_->encode(text, true));
   }
+  if (r.echo && tok_ == nullptr) {
+    return error_reply(bad_request("echo: needs a tokenizer; this model is served without one", "echo"));
+  }
   if (auto e = finish_params(r.common.model, r.common, prompts, false)) return error_reply(*e);
-  return prepare(generation_kind::completion, r.common, std::move(prompts), r.common.params.logprobs >= 0);
+  std::vector<std::string> prompt_texts;
+  if (r.echo) {  // as written, or decoded when given as ids (as vLLM)
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      prompt_texts.push_back(r.prompt_is_text ? r.text_prompts[i] : tok_->decode(prompts[i], false));
+    }
+  }
+  prepared_generation g = prepare(generation_kind::completion, r.common, std::move(prompts),
+                                  r.common.params.logprobs >= 0);
+  g.ctx.echo = r.echo;
+  for (size_t i = 0; r.echo && i < g.ctx.choice_prompt_ids.size(); ++i) {
+    g.ctx.choice_prompt_text.push_back(prompt_texts[i / static_cast<size_t>(r.common.params.n)]);
+  }
+  return g;
 }
 
 route_result api_routes::chat(std::string_view body) const {

@@ -2,6 +2,9 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace troupe {
@@ -15,6 +18,27 @@ using maybe_error = std::optional<api_error>;
 
 api_error type_error(std::string_view key, std::string_view expected) {
   return bad_request(std::string(key) + ": expected " + std::string(expected), std::string(key));
+}
+
+api_error out_of_range(std::string_view key, const std::string& value) {
+  return bad_request(std::string(key) + ": " + value + " is out of range", std::string(key));
+}
+
+std::string format_double(double d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", d);
+  return text;
+}
+
+// REQUIRES: x.is_int64(). An id beyond int32_t is out of range, not wrapped
+// (2^32 + 1 must not become token 1).
+maybe_error push_token_id(std::string_view key, element x, std::vector<int32_t>& out) {
+  const int64_t id = int64_t(x);
+  if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
+    return out_of_range(key, "token id " + std::to_string(id));
+  }
+  out.push_back(static_cast<int32_t>(id));
+  return std::nullopt;
 }
 
 // Reads optional fields of one JSON object; absent or null leaves the target
@@ -33,9 +57,15 @@ class field_reader {
     element e;
     if (!get(key, e)) return std::nullopt;
     if (e.is_int64()) { out = int64_t(e); return std::nullopt; }
+    if (e.is_uint64()) return out_of_range(key, std::to_string(uint64_t(e)));
     if (e.is_double()) {  // 16.0 is accepted as 16, as pydantic does
       const double d = double(e);
-      if (d == static_cast<double>(static_cast<int64_t>(d))) { out = static_cast<int64_t>(d); return std::nullopt; }
+      if (d == std::trunc(d)) {
+        // Casting a double outside [-2^63, 2^63) to int64_t is undefined.
+        if (d < -0x1p63 || d >= 0x1p63) return out_of_range(key, format_double(d));
+        out = static_cast<int64_t>(d);
+        return std::nullopt;
+      }
     }
     return type_error(key, "an integer");
   }
@@ -44,7 +74,7 @@ class field_reader {
     int64_t v = out;
     if (auto e = read_int(key, v)) return e;
     if (v < std::numeric_limits<I>::min() || v > std::numeric_limits<I>::max()) {
-      return bad_request(std::string(key) + ": " + std::to_string(v) + " is out of range", std::string(key));
+      return out_of_range(key, std::to_string(v));
     }
     out = static_cast<I>(v);
     return std::nullopt;
@@ -76,7 +106,7 @@ class field_reader {
     if (!e.is_array()) return type_error(key, "a list of integers");
     for (element x : e.get_array()) {
       if (!x.is_int64()) return type_error(key, "a list of integers");
-      out.push_back(static_cast<int32_t>(int64_t(x)));
+      if (auto err = push_token_id(key, x, out)) return err;
     }
     return std::nullopt;
   }
@@ -134,9 +164,14 @@ maybe_error read_generation(const field_reader& f, generation_request& r) {
                         f.read_bool("skip_special_tokens", p.skip_special_tokens),
                         f.read_bool("include_stop_str_in_output", p.include_stop_str_in_output),
                         f.read_bool("stream", r.stream),
-                        f.read_bool("return_token_ids", r.return_token_ids)}) {
+                        f.read_bool("return_token_ids", r.return_token_ids),
+                        f.read_small_int("prompt_logprobs", p.prompt_logprobs)}) {
     if (e) return e;
   }
+  if (r.stream && p.prompt_logprobs >= 0) {
+    return bad_request("prompt_logprobs: not available when stream is true", "prompt_logprobs");
+  }
+  r.prompt_logprobs = p.prompt_logprobs;
   if (f.has("seed")) {
     if (auto e = f.read_int("seed", p.seed)) return e;
     p.has_seed = true;
@@ -174,13 +209,13 @@ maybe_error read_prompt(const field_reader& f, completion_request& r) {
       r.text_prompts.emplace_back(std::string_view(x));
     } else if (first.is_int64()) {
       if (!x.is_int64()) return wrong;
-      r.id_prompts.back().push_back(static_cast<int32_t>(int64_t(x)));
+      if (auto err = push_token_id("prompt", x, r.id_prompts.back())) return err;
     } else {
       if (!x.is_array()) return wrong;
       r.id_prompts.emplace_back();
       for (element id : x.get_array()) {
         if (!id.is_int64()) return wrong;
-        r.id_prompts.back().push_back(static_cast<int32_t>(int64_t(id)));
+        if (auto err = push_token_id("prompt", id, r.id_prompts.back())) return err;
       }
       if (r.id_prompts.back().empty()) return bad_request("prompt: must not be empty", "prompt");
     }
@@ -199,7 +234,10 @@ parse_result<completion_request> parse_completion_request(std::string_view body)
   if (auto e = read_prompt(f, r)) return *e;
   if (auto e = f.read_small_int("logprobs", r.common.params.logprobs)) return *e;
   if (auto e = f.read_bool("echo", r.echo)) return *e;
-  if (r.echo) return bad_request("echo: not supported yet", "echo");
+  // Echoed logprobs cover the prompt too: the engine computes them.
+  if (r.echo && r.common.params.logprobs >= 0) {
+    r.common.params.prompt_logprobs = std::max(r.common.params.prompt_logprobs, r.common.params.logprobs);
+  }
   if (auto e = reject_unsupported(f, {"suffix", "logit_bias", "best_of", "response_format"})) return *e;
   return r;
 }

@@ -26,6 +26,9 @@ struct generation_request {
   bool stream = false;
   bool include_usage = false;
   bool return_token_ids = false;
+  // vLLM's prompt_logprobs as asked (-1: not asked). params.prompt_logprobs
+  // may be larger: echo with logprobs needs them too.
+  int32_t prompt_logprobs = -1;
 };
 
 struct completion_request {

@@ -1,5 +1,7 @@
 #include "net/routes.h"
 
+#include "net/prometheus.h"
+
 #include <ctime>
 
 #include "common/json_writer.h"
@@ -91,26 +93,8 @@ http_reply api_routes::models() const {
 }
 
 http_reply api_routes::metrics() const {
-  const engine_stats s = engine_.stats();
-  const int64_t used = s.num_blocks_total - s.num_blocks_free;
-  // The null block is never free; it is not usage.
-  const double kv_usage = s.num_blocks_total > 1 ? double(used - 1) / double(s.num_blocks_total - 1) : 0.0;
-  const double hit_rate = s.prefix_cache_queries > 0 ? double(s.prefix_cache_hits) / double(s.prefix_cache_queries) : 0.0;
-  std::string out;
-  const auto gauge = [&](const char* name, const std::string& value) {
-    out += std::string("# TYPE troupe:") + name + " gauge\ntroupe:" + name + "{model_name=\"" +
-           served_names_.front() + "\"} " + value + "\n";
-  };
-  gauge("num_requests_running", std::to_string(s.num_running));
-  gauge("num_requests_waiting", std::to_string(s.num_waiting));
-  gauge("num_requests_swapped", std::to_string(s.num_swapped));
-  gauge("kv_cache_usage_perc", std::to_string(kv_usage < 0 ? 0.0 : kv_usage));
-  gauge("prefix_cache_hit_rate", std::to_string(hit_rate));
-  gauge("num_preemptions_total", std::to_string(s.num_preemptions));
-  gauge("prompt_tokens_total", std::to_string(s.num_prompt_tokens));
-  gauge("generation_tokens_total", std::to_string(s.num_generated_tokens));
-  gauge("request_success_total", std::to_string(s.num_requests_finished));
-  return http_reply{200, "text/plain; version=0.0.4", std::move(out), {}};
+  return http_reply{200, "text/plain; version=0.0.4",
+                    render_prometheus(served_names_.front(), engine_.stats(), engine_.metrics()), {}};
 }
 
 std::optional<api_error> api_routes::check_model(const std::string& name) const {

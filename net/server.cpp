@@ -22,7 +22,19 @@ int default_io_threads() {
 
 struct http_server::impl {
   impl(engine& eng, const engine_config& config)
-      : routes(eng, config), shared{eng, routes, ioc_owner}, acceptor(ioc) {}
+      : routes(eng, config),
+        shared{eng, routes, ioc_owner, seconds(config.http_read_timeout),
+               seconds(config.http_write_timeout)},
+        acceptor(ioc),
+        drain_timeout(seconds(config.drain_timeout)),
+        num_io_threads(config.num_io_threads > 0 ? static_cast<int>(config.num_io_threads)
+                                                 : default_io_threads()),
+        send_buffer_bytes(static_cast<int>(config.http_send_buffer_kib * 1024)) {}
+
+  static std::chrono::steady_clock::duration seconds(double s) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(s));
+  }
 
   void do_accept() {
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, asio::ip::tcp::socket s) {
@@ -30,6 +42,10 @@ struct http_server::impl {
         if (ec != asio::error::operation_aborted) get_logger("net")->warn("accept failed: {}", ec.message());
         if (!acceptor.is_open()) return;
       } else {
+        if (send_buffer_bytes > 0) {
+          beast::error_code ignored;
+          s.set_option(asio::socket_base::send_buffer_size(send_buffer_bytes), ignored);
+        }
         auto session = std::make_shared<http_session>(std::move(s), shared);
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -69,6 +85,9 @@ struct http_server::impl {
   std::vector<std::weak_ptr<http_session>> sessions;
   std::condition_variable stop_cv;
   bool stop_requested = false;
+  std::chrono::steady_clock::duration drain_timeout;
+  int num_io_threads;
+  int send_buffer_bytes;  // 0: the kernel's autotuning
 };
 
 http_server::http_server(engine& eng, const engine_config& config)
@@ -92,7 +111,7 @@ status http_server::listen(const std::string& host, int64_t port) {
   return {};
 }
 
-int http_server::run(int num_io_threads) {
+int http_server::run() {
   impl& s = *impl_;
   auto guard = asio::make_work_guard(s.ioc);
   asio::signal_set signals(s.ioc, SIGINT, SIGTERM);
@@ -105,7 +124,7 @@ int http_server::run(int num_io_threads) {
   });
   s.do_accept();
   std::vector<std::thread> threads;
-  for (int i = 0; i < num_io_threads; ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  for (int i = 0; i < s.num_io_threads; ++i) threads.emplace_back([&s] { s.ioc.run(); });
   {
     std::unique_lock<std::mutex> lock(s.mu);
     s.stop_cv.wait(lock, [&s] { return s.stop_requested; });
@@ -117,9 +136,10 @@ int http_server::run(int num_io_threads) {
   });
   s.for_each_session([](http_session& session) { session.shutdown(); });
   const auto start = std::chrono::steady_clock::now();
-  if (!s.wait_idle(start + drain_timeout)) {
-    get_logger("net")->warn("{} request(s) still running after {} s: aborting them",
-                 s.shared.num_active.load(), drain_timeout.count());
+  if (!s.wait_idle(start + s.drain_timeout)) {
+    get_logger("net")->warn("{} request(s) still running after {:.1f} s: aborting them",
+                            s.shared.num_active.load(),
+                            std::chrono::duration<double>(s.drain_timeout).count());
     s.for_each_session([](http_session& session) { session.abort_requests(); });
     s.wait_idle(std::chrono::steady_clock::now() + std::chrono::seconds(2));
   }

@@ -2,7 +2,8 @@
 // runs the io_context on a few I/O threads (each connection on its own
 // strand), and on SIGINT/SIGTERM shuts down gracefully: stop accepting,
 // close idle connections, let in-flight generations finish for up to
-// drain_timeout, then abort the rest and stop.
+// drain_timeout, then abort the rest and stop. Timeouts and the number of
+// I/O threads come from the config's server section.
 //
 // run() blocks the calling thread until shutdown is complete. The engine
 // must outlive the server.
@@ -18,8 +19,6 @@
 
 namespace troupe {
 
-inline constexpr std::chrono::seconds drain_timeout{10};
-
 class http_server {
  public:
   http_server(engine& eng, const engine_config& config);
@@ -29,8 +28,9 @@ class http_server {
 
   // Binds host:port (errors name the address). REQUIRES: called once.
   status listen(const std::string& host, int64_t port);
-  // Serves until SIGINT/SIGTERM, then drains. Returns the exit status (0).
-  int run(int num_io_threads);
+  // Serves on the config's num_io_threads until SIGINT/SIGTERM, then drains
+  // (drain_timeout). Returns the exit status (0).
+  int run();
 
  private:
   struct impl;

@@ -67,7 +67,7 @@ void http_session::do_read() {
   if (closing_ || closed_) return close();
   parser_.emplace();
   parser_->body_limit(max_request_body_bytes);
-  stream_.expires_after(std::chrono::seconds(read_timeout_seconds));
+  stream_.expires_after(shared_.read_timeout);
   http::async_read(stream_, buffer_, *parser_,
                    beast::bind_front_handler(&http_session::on_read, shared_from_this()));
 }
@@ -179,7 +179,7 @@ void http_session::send_reply(http_reply r, bool keep_alive) {
   reply_->body() = std::move(r.body);
   reply_->keep_alive(keep_alive && !closing_);
   reply_->prepare_payload();
-  stream_.expires_after(std::chrono::seconds(read_timeout_seconds));
+  stream_.expires_after(shared_.write_timeout);
   http::async_write(stream_, *reply_,
                     beast::bind_front_handler(&http_session::on_reply_written, shared_from_this(),
                                               reply_->keep_alive()));
@@ -201,13 +201,18 @@ void http_session::do_write() {
   writing_.swap(pending_);
   pending_.clear();
   write_in_flight_ = true;
-  asio::async_write(stream_.socket(), asio::buffer(writing_),
+  // The watch read goes to the socket directly, so this timer only bounds
+  // the write: a client that stops reading is cut off when it fires.
+  stream_.expires_after(shared_.write_timeout);
+  asio::async_write(stream_, asio::buffer(writing_),
                     beast::bind_front_handler(&http_session::on_write, shared_from_this()));
 }
 
 void http_session::on_write(beast::error_code ec, size_t) {
   write_in_flight_ = false;
   writing_.clear();
+  // An expiry left armed while no write is pending would fail the next one at once.
+  if (!ec) stream_.expires_never();
   if (ec) {
     if (gen_ != nullptr) get_logger("net")->info("write failed ({}); aborting {} request(s)", ec.message(), ids_.size());
     return close();

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,12 +33,13 @@ namespace http = boost::beast::http;
 namespace asio = boost::asio;
 
 inline constexpr uint64_t max_request_body_bytes = 1 << 20;  // larger bodies get 413
-inline constexpr int read_timeout_seconds = 30;              // headers and body
 
 struct server_shared {
   engine& eng;
   const api_routes& routes;
   std::shared_ptr<asio::io_context> ioc;  // kept alive by the sinks
+  std::chrono::steady_clock::duration read_timeout;   // one request, or an idle keep-alive
+  std::chrono::steady_clock::duration write_timeout;  // one write of a response
   std::atomic<int64_t> num_active{0};  // generations in flight, all sessions
 };
 

@@ -38,19 +38,50 @@ class text_state {
   stop_checker stops_;
 };
 
+// Times one request into the engine's request_metrics.
+class request_timing {
+ public:
+  explicit request_timing(request_accounting a) : a_(std::move(a)) {}
+
+  void record(const request_output& out) {
+    if (a_.metrics == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!out.new_token_ids.empty()) {
+      if (num_tokens_ == 0) a_.metrics->observe_first_token(seconds(now - a_.arrival));
+      else a_.metrics->observe_inter_token(seconds(now - last_token_));
+      last_token_ = now;
+      num_tokens_ += static_cast<int64_t>(out.new_token_ids.size());
+    }
+    if (out.finish != finish_reason::none) {
+      a_.metrics->observe_finished(out.finish, seconds(now - a_.arrival), a_.num_prompt_tokens,
+                                   num_tokens_);
+    }
+  }
+
+ private:
+  static double seconds(std::chrono::steady_clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  }
+  request_accounting a_;
+  std::chrono::steady_clock::time_point last_token_;
+  int64_t num_tokens_ = 0;
+};
+
 }  // namespace
 
 caf::behavior request_actor(caf::event_based_actor* self, request_id id,
                             caf::actor scheduler, std::shared_ptr<request_sink> sink,
-                            request_text_setup text) {
+                            request_text_setup text, request_accounting accounting) {
   auto state = std::make_shared<std::optional<text_state>>();
   if (text.tok) state->emplace(text);
+  auto timing = std::make_shared<request_timing>(std::move(accounting));
   return {
-      [self, sink, state, scheduler, id](request_output& output) {
+      [self, sink, state, timing, scheduler, id](request_output& output) {
         if (state->has_value() && output.finish != finish_reason::error) {
           if ((*state)->process(output)) self->send(scheduler, abort_request_msg{id});
         }
         const bool final = output.finish != finish_reason::none;
+        timing->record(output);
         sink->on_output(output);
         if (final) self->quit();
       },

@@ -4,15 +4,19 @@
 // engine has a tokenizer), applies stop strings across delta boundaries, and
 // hands each output to the request's sink; it quits after the final one. An
 // abort_request_msg sent to it is forwarded to the scheduler (client gone);
-// a stop string ends the request here and aborts it at the scheduler.
+// a stop string ends the request here and aborts it at the scheduler. It
+// also times the request (first token, inter-token gaps, end to end) into
+// the engine's request_metrics.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.h"
+#include "actors/request/request_metrics.h"
 #include "actors/request/request_sink.h"
 #include "model/tokenizer/tokenizer.h"
 
@@ -24,8 +28,15 @@ struct request_text_setup {
   sampling_params params;
 };
 
+// What the actor records into the engine's request_metrics.
+struct request_accounting {
+  std::shared_ptr<request_metrics> metrics;  // null: nothing recorded
+  std::chrono::steady_clock::time_point arrival;
+  int64_t num_prompt_tokens = 0;
+};
+
 caf::behavior request_actor(caf::event_based_actor* self, request_id id,
                             caf::actor scheduler, std::shared_ptr<request_sink> sink,
-                            request_text_setup text);
+                            request_text_setup text, request_accounting accounting);
 
 }  // namespace troupe

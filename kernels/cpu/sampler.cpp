@@ -132,6 +132,8 @@ token_logprobs logprobs_of(const float* logits, int64_t vocab, int32_t token_id,
   token_logprobs out;
   out.token_id = token_id;
   out.logprob = static_cast<float>(logits[token_id] - norm);
+  out.rank = 1 + static_cast<int32_t>(std::count_if(
+                     logits, logits + vocab, [v = logits[token_id]](float x) { return x > v; }));
   const int64_t kk = std::min<int64_t>(std::max(k, 0), vocab);
   std::vector<int32_t> order(static_cast<size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);

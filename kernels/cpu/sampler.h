@@ -37,6 +37,7 @@ struct sampler_row {
 struct token_logprobs {
   int32_t token_id = -1;
   float logprob = 0.0f;
+  int32_t rank = 0;  // 1 + the number of tokens with a higher logit (vLLM's rank)
   std::vector<int32_t> top_ids;      // best first
   std::vector<float> top_logprobs;
 };

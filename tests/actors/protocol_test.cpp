@@ -58,7 +58,7 @@ class protocol : public ::testing::Test {
     auto sink = std::make_shared<recording_sink>();
     caf::actor client = sys.spawn(request_actor, id, scheduler,
                                   std::static_pointer_cast<request_sink>(sink),
-                                  request_text_setup{});
+                                  request_text_setup{}, request_accounting{});
     clients[id] = client;
     add_request_msg add;
     add.id = id;

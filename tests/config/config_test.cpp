@@ -57,7 +57,7 @@ engine_config parse_ok(const std::vector<std::string>& args) {
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 30u);
+  ASSERT_EQ(keys.size(), 35u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");

@@ -2,7 +2,8 @@
 // bfloat16, over shapes that hit the edges (odd widths, one row, many rows,
 // head dims 16/48/64/128). Outputs are poisoned with NaN first so elements a
 // kernel fails to write show. Skipped where no CUDA device is visible (the
-// build machines); run on the GPU host by scripts/gpu-check.sh.
+// build machines); run on the GPU host by scripts/gpu-check.sh. Paged
+// attention has its own test: cuda_attention_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -15,7 +16,6 @@
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/activation/activation.h"
-#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/cache/cache.h"
 #include "kernels/cuda/rope/rope.h"
 #include "model/rope.h"
@@ -231,76 +231,6 @@ TEST_P(cuda_kernels, kv_cache_write_gather_and_block_copies) {
   expect_close(download(vc, cache_elems), v_cache, "v after block copy");
   cudaFree(slots_d);
   cudaFree(idx_d);
-}
-
-// Sequences mixing decodes, chunked prefills and full prefills over shuffled
-// block tables, against the CPU's paged attention.
-TEST_P(cuda_kernels, paged_attention_matches_reference) {
-  struct seq_shape { int32_t seq_len, query_len; };
-  const std::vector<seq_shape> seqs = {{15, 15}, {16, 1}, {17, 5}, {33, 33}, {1, 1}, {70, 1}, {129, 64}};
-  std::mt19937 rng(21);
-  for (int64_t head_dim : {16, 48, 64, 128}) {
-    for (int64_t ratio : {1, 4, 8}) {
-      const int64_t kv_heads = 2, heads = kv_heads * ratio, block_size = 16;
-      std::vector<int32_t> qsl = {0}, seq_lens, token_seq;
-      int64_t max_blocks = 0;
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        qsl.push_back(qsl.back() + seqs[i].query_len);
-        seq_lens.push_back(seqs[i].seq_len);
-        for (int32_t t = 0; t < seqs[i].query_len; ++t) token_seq.push_back(static_cast<int32_t>(i));
-        max_blocks = std::max<int64_t>(max_blocks, (seqs[i].seq_len + block_size - 1) / block_size);
-      }
-      const int64_t num_blocks = 1 + max_blocks * static_cast<int64_t>(seqs.size());
-      std::vector<int32_t> free_blocks;
-      for (int32_t b = 1; b < num_blocks; ++b) free_blocks.push_back(b);
-      std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
-      std::vector<int32_t> tables(seqs.size() * static_cast<size_t>(max_blocks), 0);
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        for (int64_t b = 0; b < (seqs[i].seq_len + block_size - 1) / block_size; ++b) {
-          tables[i * max_blocks + b] = free_blocks.back();
-          free_blocks.pop_back();
-        }
-      }
-      const int64_t n = qsl.back(), kv_cols = kv_heads * head_dim;
-      auto q = random(n * heads * head_dim, 1.0f, 30);
-      auto kc = random(num_blocks * block_size * kv_cols, 1.0f, 31);
-      auto vc = random(num_blocks * block_size * kv_cols, 1.0f, 32);
-      std::vector<float> want(q.size());
-      attention_metadata meta;
-      meta.num_seqs = static_cast<int64_t>(seqs.size());
-      meta.query_start_loc = qsl.data();
-      meta.seq_lens = seq_lens.data();
-      meta.block_tables = tables.data();
-      meta.max_blocks_per_seq = max_blocks;
-      meta.block_size = block_size;
-      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      ref_.paged_attention(host(q, n, heads * head_dim),
-                           {host(kc, num_blocks * block_size, kv_cols),
-                            host(vc, num_blocks * block_size, kv_cols)},
-                           meta, heads, kv_heads, head_dim, scale, host(want, n, heads * head_dim));
-      cuda::paged_attention_args a;
-      a.q = upload(q);
-      a.k_cache = upload(kc);
-      a.v_cache = upload(vc);
-      a.out = poisoned(want.size());
-      int32_t* ints[] = {upload_ints(qsl), upload_ints(seq_lens), upload_ints(tables),
-                         upload_ints(token_seq)};
-      a.query_start_loc = ints[0];
-      a.seq_lens = ints[1];
-      a.block_tables = ints[2];
-      a.token_seq = ints[3];
-      a.num_tokens = n;
-      a.max_blocks_per_seq = max_blocks;
-      a.block_size = block_size;
-      a.num_heads = heads;
-      a.num_kv_heads = kv_heads;
-      a.head_dim = head_dim;
-      a.scale = scale;
-      cuda::paged_attention(GetParam(), a, nullptr);
-      expect_close(download(a.out, want.size()), want, "paged_attention");
-      for (int32_t* p : ints) cudaFree(p);
-    }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(types, cuda_kernels,

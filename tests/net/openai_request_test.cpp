@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <limits>
+
 #include "net/generation.h"
 #include "net/openai_request.h"
+#include "net/prometheus.h"
 
 namespace troupe {
 namespace {
@@ -76,6 +79,28 @@ TEST(openai_request, type_errors_name_the_field) {
   EXPECT_FALSE(ok(parse_completion_request(R"({"prompt":[1],"max_tokens":null})")).common.max_tokens.has_value());
 }
 
+// Found by tests/fuzz: an integral double beyond int64_t (and a uint64) was
+// cast to int64_t, which is undefined behaviour; token ids beyond int32_t
+// wrapped onto other ids (2^32 + 1 became token 1).
+TEST(openai_request, integers_beyond_their_type_are_out_of_range) {
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"max_tokens":18446744073709551615})")),
+            "max_tokens: 18446744073709551615 is out of range");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"seed":1e300})")), "seed: 1e+300 is out of range");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"seed":9223372036854775808.0})")),
+            "seed: 9.22337e+18 is out of range");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"top_k":-1e19})")), "top_k: -1e+19 is out of range");
+  EXPECT_EQ(ok(parse_completion_request(R"({"prompt":[1],"seed":-9223372036854775808.0})")).common.params.seed,
+            std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[4294967297]})")), "prompt: token id 4294967297 is out of range");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[[1],[-2147483649]]})")),
+            "prompt: token id -2147483649 is out of range");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"stop_token_ids":[4294967296]})")),
+            "stop_token_ids: token id 4294967296 is out of range");
+  EXPECT_EQ(err(parse_detokenize_request(R"({"tokens":[4294967297]})")), "tokens: token id 4294967297 is out of range");
+  EXPECT_EQ(ok(parse_detokenize_request(R"({"tokens":[2147483647,-2147483648]})")).tokens,
+            (std::vector<int32_t>{2147483647, -2147483648}));
+}
+
 TEST(openai_request, chat_max_completion_tokens_and_logprobs) {
   const chat_request r = ok(parse_chat_request(
       R"({"messages":[],"max_tokens":5,"max_completion_tokens":9,"logprobs":true,"top_logprobs":3})"));
@@ -128,6 +153,117 @@ TEST(generation, stream_ends_with_usage_then_done) {
   ASSERT_NE(usage, std::string::npos) << last;
   EXPECT_EQ(last.substr(last.size() - 14), "data: [DONE]\n\n");
   EXPECT_LT(usage, last.find("[DONE]"));
+}
+
+
+token_logprobs lp(int32_t id, float logprob, std::vector<int32_t> top = {}, std::vector<float> top_lp = {}) {
+  token_logprobs x;
+  x.token_id = id;
+  x.logprob = logprob;
+  x.rank = 1;
+  x.top_ids = std::move(top);
+  x.top_logprobs = std::move(top_lp);
+  return x;
+}
+
+generation_context echo_context(bool stream) {
+  generation_context ctx;
+  ctx.kind = generation_kind::completion;
+  ctx.id = "cmpl-x";
+  ctx.model = "m";
+  ctx.stream = stream;
+  ctx.want_logprobs = true;
+  ctx.echo = true;
+  ctx.return_prompt_logprobs = !stream;
+  ctx.choice_prompt_ids = {{1, 2, 3}};
+  ctx.choice_counts_prompt = {true};
+  ctx.choice_prompt_text = {"abc"};
+  return ctx;
+}
+
+// Prompt logprobs arrive first (positions 1 and 2), then the sampled token.
+std::vector<request_output> echo_outputs() {
+  request_output prefill;
+  prefill.prompt_logprobs = {lp(2, -1.5f, {9}, {-0.5f}), lp(3, -2.5f, {3}, {-2.5f})};
+  request_output last = output({4}, finish_reason::length);
+  last.logprobs = {lp(4, -0.25f, {4}, {-0.25f})};
+  last.text = "d";
+  return {prefill, last};
+}
+
+TEST(generation, echo_puts_the_prompt_and_its_logprobs_first) {
+  generation g(echo_context(false));
+  for (const request_output& o : echo_outputs()) g.on_output(0, o);
+  ASSERT_TRUE(g.done());
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(g.response_body());
+  simdjson::dom::element choice = doc["choices"].at(0);
+  EXPECT_EQ(std::string_view(choice["text"]), "abcd");
+  simdjson::dom::element lps = choice["logprobs"];
+  EXPECT_EQ(lps["tokens"].get_array().size(), 4u);  // 3 prompt tokens + 1 generated
+  EXPECT_TRUE(lps["token_logprobs"].at(0).is_null());
+  EXPECT_DOUBLE_EQ(double(lps["token_logprobs"].at(1)), -1.5);
+  EXPECT_DOUBLE_EQ(double(lps["token_logprobs"].at(3)), -0.25);
+  EXPECT_TRUE(lps["top_logprobs"].at(0).is_null());
+  // The chosen token and the top 1: two entries when they differ, one when not.
+  EXPECT_EQ(lps["top_logprobs"].at(1).get_object().size(), 2u);
+  EXPECT_EQ(lps["top_logprobs"].at(2).get_object().size(), 1u);
+  EXPECT_EQ(lps["text_offset"].get_array().size(), 4u);
+  // vLLM's prompt_logprobs: null for the first token, then {id: {logprob, rank, decoded_token}}.
+  simdjson::dom::element plp = choice["prompt_logprobs"];
+  ASSERT_EQ(plp.get_array().size(), 3u);
+  EXPECT_TRUE(plp.at(0).is_null());
+  EXPECT_DOUBLE_EQ(double(plp.at(1)["2"]["logprob"]), -1.5);
+  EXPECT_EQ(int64_t(plp.at(1)["2"]["rank"]), 1);
+  EXPECT_DOUBLE_EQ(double(plp.at(1)["9"]["logprob"]), -0.5);
+}
+
+TEST(generation, streamed_echo_sends_the_prompt_with_the_first_chunk) {
+  generation g(echo_context(true));
+  std::string sse = g.stream_start();
+  for (const request_output& o : echo_outputs()) sse += g.on_output(0, o);
+  const size_t first = sse.find("data: ");
+  ASSERT_NE(first, std::string::npos);
+  simdjson::dom::parser parser;
+  const std::string json = sse.substr(first + 6, sse.find("\n\n", first) - first - 6);
+  simdjson::dom::element doc = parser.parse(json);
+  EXPECT_EQ(std::string_view(doc["choices"].at(0)["text"]), "abcd");
+  EXPECT_EQ(doc["choices"].at(0)["logprobs"]["tokens"].get_array().size(), 4u);
+  EXPECT_NE(sse.find("data: [DONE]"), std::string::npos);
+}
+
+TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
+  request_metrics m(100);
+  m.observe_first_token(0.003);
+  m.observe_first_token(0.05);
+  m.observe_first_token(5000);  // beyond the last bound: only +Inf
+  m.observe_finished(finish_reason::length, 1.2, 10, 20);
+  m.observe_finished(finish_reason::abort, 0.1, 5, 0);
+  engine_stats s;
+  s.num_blocks_total = 11;
+  s.num_blocks_free = 6;  // 4 of 10 usable blocks in use (the null block is never free)
+  s.num_running = 2;
+  const std::string page = render_prometheus("my \"model\"", s, m.snapshot());
+  const auto has = [&page](const std::string& line) {
+    return page.find(line + "\n") != std::string::npos;
+  };
+  const std::string labels = R"(model_name="my \"model\"")";
+  EXPECT_TRUE(has("# TYPE troupe:time_to_first_token_seconds histogram")) << page;
+  EXPECT_TRUE(has("troupe:time_to_first_token_seconds_bucket{" + labels + R"(,le="0.001"} 0)")) << page;
+  EXPECT_TRUE(has("troupe:time_to_first_token_seconds_bucket{" + labels + R"(,le="0.005"} 1)")) << page;
+  EXPECT_TRUE(has("troupe:time_to_first_token_seconds_bucket{" + labels + R"(,le="2560"} 2)")) << page;
+  EXPECT_TRUE(has("troupe:time_to_first_token_seconds_bucket{" + labels + R"(,le="+Inf"} 3)")) << page;
+  EXPECT_TRUE(has("troupe:time_to_first_token_seconds_count{" + labels + "} 3")) << page;
+  EXPECT_TRUE(has("troupe:request_success_total{" + labels + R"(,finished_reason="length"} 1)")) << page;
+  EXPECT_TRUE(has("troupe:request_success_total{" + labels + R"(,finished_reason="abort"} 1)")) << page;
+  EXPECT_TRUE(has("troupe:request_success_total{" + labels + R"(,finished_reason="stop"} 0)")) << page;
+  EXPECT_TRUE(has("troupe:request_generation_tokens_sum{" + labels + "} 20")) << page;
+  // 1-2-5 buckets up to max_model_len.
+  EXPECT_TRUE(has("troupe:request_prompt_tokens_bucket{" + labels + R"(,le="100"} 2)")) << page;
+  EXPECT_EQ(page.find(R"(le="200")"), std::string::npos) << page;
+  EXPECT_TRUE(has("troupe:kv_cache_usage_perc{" + labels + "} 0.4")) << page;
+  EXPECT_TRUE(has("troupe:num_requests_running{" + labels + "} 2")) << page;
+  EXPECT_TRUE(has("# TYPE troupe:num_preemptions_total counter")) << page;
 }
 
 }  // namespace

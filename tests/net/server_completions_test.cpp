@@ -128,5 +128,35 @@ TEST(server_completions, several_prompts_and_n_by_index) {
   EXPECT_EQ(int64_t(doc["usage"]["completion_tokens"]), 4 * 24);
 }
 
+
+// vLLM's prompt_logprobs over HTTP: each prompt token's logprob (after the
+// first, which has none) equals the fixture's reference within 1e-3, and it
+// is listed among its own entries with its rank.
+TEST(server_completions, prompt_logprobs_equal_golden) {
+  server_process server(tiny_llama_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  for (const golden_case& g : load_golden(tiny_llama + "/golden.json")) {
+    const std::string body = R"({"prompt":)" + ids_json(g.prompt_ids) +
+                             R"(,"max_tokens":1,"temperature":0,"prompt_logprobs":2})";
+    const http_result r = http_call(server.port(), "POST", "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    simdjson::dom::element plp = parser.parse(r.body)["choices"].at(0)["prompt_logprobs"];
+    ASSERT_EQ(plp.get_array().size(), g.prompt_ids.size());
+    EXPECT_TRUE(plp.at(0).is_null());
+    for (size_t i = 1; i < g.prompt_ids.size(); ++i) {
+      simdjson::dom::object entries = plp.at(i).get_object();
+      EXPECT_LE(entries.size(), 3u);  // the prompt token and the top 2
+      simdjson::dom::element own = entries[std::to_string(g.prompt_ids[i])];
+      ASSERT_TRUE(g.prompt_logprobs[i].has_value());
+      EXPECT_NEAR(double(own["logprob"]), *g.prompt_logprobs[i], 1e-3) << "position " << i;
+      EXPECT_GE(int64_t(own["rank"]), 1);
+    }
+  }
+  // Not with streaming (as vLLM).
+  EXPECT_EQ(http_call(server.port(), "POST", "/v1/completions",
+                      R"({"prompt":[1,2],"prompt_logprobs":1,"stream":true})").status, 400);
+}
+
 }  // namespace
 }  // namespace troupe::testing

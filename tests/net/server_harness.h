@@ -11,7 +11,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -177,6 +180,87 @@ class server_process {
   int port_ = 0;
   int probe_port_ = 0;
 };
+
+// The value of a troupe: series from /metrics: the first sample named
+// `name` (e.g. "num_requests_running", "e2e_request_latency_seconds_count")
+// whose labels contain `label` (e.g. "finished_reason=\"abort\""), or
+// nullopt when there is none.
+inline std::optional<double> metric_value(int port, const std::string& name,
+                                          const std::string& label = "") {
+  const http_result r = http_call(port, "GET", "/metrics", "", {}, std::chrono::seconds(5));
+  if (r.status != 200) return std::nullopt;
+  const std::string prefix = "troupe:" + name + "{";
+  size_t pos = 0;
+  while (pos < r.body.size()) {
+    size_t end = r.body.find('\n', pos);
+    if (end == std::string::npos) end = r.body.size();
+    const std::string line = r.body.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t close = line.find("} ");
+    if (close == std::string::npos || line.substr(0, close).find(label) == std::string::npos) continue;
+    return std::stod(line.substr(close + 2));
+  }
+  return std::nullopt;
+}
+
+// Polls `name` until it equals `want` or `timeout` passes; returns the last value (-1: none).
+inline double metric_settles_at(int port, const std::string& name, double want,
+                                std::chrono::milliseconds timeout, const std::string& label = "") {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  double v = metric_value(port, name, label).value_or(-1);
+  while (v != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    v = metric_value(port, name, label).value_or(-1);
+  }
+  return v;
+}
+
+// Sends a streaming request, reads until the first SSE frame, then closes
+// the connection. Returns whether a frame arrived (bounded by `timeout`).
+inline bool stream_then_disconnect(int port, const std::string& body, std::chrono::seconds timeout) {
+  asio::io_context ioc;
+  asio::ip::tcp::socket socket(ioc);
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string received;
+  std::array<char, 4096> buf{};
+  bool saw_frame = false;
+  std::function<void()> read_more = [&] {
+    socket.async_read_some(asio::buffer(buf), [&](beast::error_code ec, size_t n) {
+      if (ec) return;
+      received.append(buf.data(), n);
+      if (received.find("data: ") != std::string::npos) {
+        saw_frame = true;
+        socket.close();
+        return;
+      }
+      read_more();
+    });
+  };
+  socket.async_connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)},
+                       [&](beast::error_code ec) {
+                         if (ec) return;
+                         asio::async_write(socket, asio::buffer(request), [&](beast::error_code ec2, size_t) {
+                           if (!ec2) read_more();
+                         });
+                       });
+  ioc.run_for(timeout);
+  return saw_frame;
+}
+
+// Completion tokens in an SSE body: the token_ids of every frame.
+inline size_t streamed_token_count(const std::vector<std::string>& events) {
+  size_t tokens = 0;
+  for (const std::string& e : events) {
+    const size_t at = e.find("\"token_ids\":[");
+    if (at == std::string::npos) continue;
+    const std::string list = e.substr(at + 13, e.find(']', at) - at - 13);
+    if (!list.empty()) tokens += 1 + static_cast<size_t>(std::count(list.begin(), list.end(), ','));
+  }
+  return tokens;
+}
 
 inline std::string repo_path(const std::string& relative) {
   return std::string(TROUPE_TEST_DATA) + "/../../" + relative;

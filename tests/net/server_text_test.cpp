@@ -140,5 +140,48 @@ TEST(server_text, tokenize_detokenize_round_trip) {
   EXPECT_EQ(std::string_view(parser.parse(detok.body)["prompt"]), "Hello world");
 }
 
+
+// echo: the text starts with the prompt as written, and with logprobs the
+// prompt's tokens come first (the first without a logprob), then the
+// completion's; streamed, the first chunk carries the prompt.
+TEST(server_text, echo_returns_prompt_and_its_logprobs_first) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  const std::string prompt = "Hello world, über alles";
+  const http_result tok = http_call(server.port(), "POST", "/tokenize",
+                                    R"({"prompt":")" + prompt + R"("})");
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  const int64_t prompt_tokens = int64_t(parser.parse(tok.body)["count"]);
+  const std::string body = R"({"prompt":")" + prompt +
+                           R"(","max_tokens":4,"temperature":0,"ignore_eos":true,"echo":true,"logprobs":1)";
+  const http_result r = http_call(server.port(), "POST", "/v1/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  simdjson::dom::element doc = parser.parse(r.body);
+  simdjson::dom::element choice = doc["choices"].at(0);
+  const std::string text{std::string_view(choice["text"])};
+  EXPECT_EQ(text.substr(0, prompt.size()), prompt);
+  EXPECT_GT(text.size(), prompt.size());
+  simdjson::dom::element lps = choice["logprobs"];
+  EXPECT_EQ(int64_t(lps["tokens"].get_array().size()), prompt_tokens + 4);
+  EXPECT_TRUE(lps["token_logprobs"].at(0).is_null());
+  EXPECT_TRUE(lps["top_logprobs"].at(0).is_null());
+  for (size_t i = 1; i < size_t(prompt_tokens + 4); ++i) {
+    EXPECT_LE(double(lps["token_logprobs"].at(i)), 0.0) << i;
+  }
+  EXPECT_EQ(int64_t(doc["usage"]["completion_tokens"]), 4);
+  // Streamed: the same text, the prompt with the first chunk.
+  const http_result s = http_call(server.port(), "POST", "/v1/completions", body + R"(,"stream":true})");
+  ASSERT_EQ(s.status, 200) << s.body;
+  const auto events = sse_events(s.body);
+  ASSERT_TRUE(events.has_value() && events->size() >= 2) << s.body;
+  std::string streamed;
+  for (size_t i = 0; i + 1 < events->size(); ++i) {
+    streamed += std::string(std::string_view(parser.parse((*events)[i])["choices"].at(0)["text"]));
+    if (i == 0) { EXPECT_EQ(streamed.substr(0, prompt.size()), prompt); }
+  }
+  EXPECT_EQ(streamed, text);
+}
+
 }  // namespace
 }  // namespace troupe::testing

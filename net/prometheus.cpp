@@ -1,0 +1,104 @@
+#include "net/prometheus.h"
+
+#include <charconv>
+
+namespace troupe {
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+class page {
+ public:
+  explicit page(const std::string& model) : label_("model_name=\"" + escape(model) + "\"") {}
+
+  void header(const char* name, const char* type, const char* help) {
+    out_ += std::string("# HELP troupe:") + name + " " + help + "\n";
+    out_ += std::string("# TYPE troupe:") + name + " " + type + "\n";
+  }
+  void sample(const std::string& name, const std::string& extra_labels, const std::string& value) {
+    out_ += "troupe:" + name + "{" + label_ + extra_labels + "} " + value + "\n";
+  }
+  void gauge(const char* name, const char* help, double v) {
+    header(name, "gauge", help);
+    sample(name, "", number(v));
+  }
+  void counter(const char* name, const char* help, int64_t v) {
+    header(name, "counter", help);
+    sample(name, "", std::to_string(v));
+  }
+  void hist(const char* name, const char* help, const histogram& h) {
+    header(name, "histogram", help);
+    int64_t cumulative = 0;
+    for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
+      cumulative += h.counts[i];
+      sample(std::string(name) + "_bucket", ",le=\"" + number(h.upper_bounds[i]) + "\"",
+             std::to_string(cumulative));
+    }
+    sample(std::string(name) + "_bucket", ",le=\"+Inf\"", std::to_string(h.count));
+    sample(std::string(name) + "_sum", "", number(h.sum));
+    sample(std::string(name) + "_count", "", std::to_string(h.count));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  static std::string escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '\\' || c == '"') out += '\\';
+      if (c == '\n') { out += "\\n"; continue; }
+      out += c;
+    }
+    return out;
+  }
+  std::string label_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_prometheus(const std::string& model_name, const engine_stats& s,
+                              const request_metrics_snapshot& r) {
+  page p(model_name);
+  // The null block is never free; it is not usage.
+  const int64_t used = s.num_blocks_total - s.num_blocks_free - 1;
+  const double kv_usage =
+      s.num_blocks_total > 1 && used > 0 ? double(used) / double(s.num_blocks_total - 1) : 0.0;
+  const double hit_rate = s.prefix_cache_queries > 0
+                              ? double(s.prefix_cache_hits) / double(s.prefix_cache_queries)
+                              : 0.0;
+  p.gauge("num_requests_running", "Number of requests in model execution batches.", double(s.num_running));
+  p.gauge("num_requests_waiting", "Number of requests waiting to be processed.", double(s.num_waiting));
+  p.gauge("num_requests_swapped", "Number of requests swapped to CPU.", double(s.num_swapped));
+  p.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage);
+  p.gauge("prefix_cache_hit_rate", "Prefix-cache hit rate over all queries so far (tokens).", hit_rate);
+  p.counter("prefix_cache_queries_total", "Prefix-cache queries, in number of queried tokens.",
+            s.prefix_cache_queries);
+  p.counter("prefix_cache_hits_total", "Prefix-cache hits, in number of cached tokens.",
+            s.prefix_cache_hits);
+  p.counter("num_preemptions_total", "Cumulative number of preemptions.", s.num_preemptions);
+  p.counter("prompt_tokens_total", "Number of prefill tokens processed.", s.num_prompt_tokens);
+  p.counter("generation_tokens_total", "Number of generation tokens processed.", s.num_generated_tokens);
+  p.header("request_success_total", "counter", "Count of finished requests by finish reason.");
+  for (finish_reason reason : {finish_reason::stop, finish_reason::length, finish_reason::abort,
+                               finish_reason::error}) {
+    p.sample("request_success_total",
+             std::string(",finished_reason=\"") + finish_reason_name(reason) + "\"",
+             std::to_string(r.finished[static_cast<size_t>(reason)]));
+  }
+  p.hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+         r.time_to_first_token);
+  p.hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+         r.inter_token_latency);
+  p.hist("e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+         r.e2e_latency);
+  p.hist("request_prompt_tokens", "Number of prefill tokens processed.", r.prompt_tokens);
+  p.hist("request_generation_tokens", "Number of generation tokens processed.", r.generation_tokens);
+  return p.take();
+}
+
+}  // namespace troupe

@@ -1,0 +1,17 @@
+// prometheus: the /metrics page in Prometheus' text exposition format
+// (version 0.0.4), with vLLM's metric names under the `troupe:` prefix and a
+// `model_name` label, so that vLLM dashboards and alerts apply unchanged.
+// Pure function of its inputs; unit-tested.
+#pragma once
+
+#include <string>
+
+#include "actors/messages.h"
+#include "actors/request/request_metrics.h"
+
+namespace troupe {
+
+std::string render_prometheus(const std::string& model_name, const engine_stats& stats,
+                              const request_metrics_snapshot& requests);
+
+}  // namespace troupe
