@@ -53,11 +53,7 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   else if (config.dtype == "float16") type = dtype::f16;
   else type = model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;  // auto, as vLLM on GPUs
 #ifdef TROUPE_HAVE_CUDA
-  auto backend = std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens);
-  // Decode attention's split-KV partials: reserved before any forward pass.
-  backend->reserve_attention_workspace(limits.max_num_seqs, model.num_attention_heads,
-                                       model.head_dim);
-  return std::unique_ptr<ops>(std::move(backend));
+  return std::unique_ptr<ops>(std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens));
 #else
   (void)limits;
   return make_error("backend cuda: this build has no CUDA backend");
