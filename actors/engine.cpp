@@ -1,6 +1,8 @@
 #include "actors/engine.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <chrono>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include "kernels/cpu/cpu_ops.h"
 #ifdef TROUPE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_info.h"
 #endif
 
 namespace troupe {
@@ -30,15 +33,33 @@ class actor_config : public caf::actor_system_config {
   }
 };
 
-// The backend the config asks for: cuda when asked or (auto) when a device
-// is visible in a CUDA build, else cpu; and the compute type.
+int visible_cuda_devices() {
+#ifdef TROUPE_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+// cuda when asked, or (auto) when a device is visible in a CUDA build.
+bool wants_cuda(const engine_config& config) {
+  return config.backend == "cuda" || (config.backend == "auto" && visible_cuda_devices() > 0);
+}
+
+// The compute type on the cuda backend: as asked, else (auto) the
+// checkpoint's half type, as vLLM on GPUs.
+dtype cuda_compute_type(const engine_config& config, const model_config& model) {
+  if (config.dtype == "float32") return dtype::f32;
+  if (config.dtype == "bfloat16") return dtype::bf16;
+  if (config.dtype == "float16") return dtype::f16;
+  return model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;
+}
+
+// The backend the config asks for (wants_cuda) and the compute type.
 result<std::unique_ptr<ops>> make_backend(const engine_config& config, const model_config& model,
                                           const engine_limits& limits, dtype& type) {
-  int devices = 0;
-#ifdef TROUPE_HAVE_CUDA
-  devices = cuda_device_count();
-#endif
-  const bool cuda = config.backend == "cuda" || (config.backend == "auto" && devices > 0);
+  const int devices = visible_cuda_devices();
+  const bool cuda = wants_cuda(config);
   if (!cuda) {
     if (config.dtype == "bfloat16" || config.dtype == "float16") {
       return make_error("dtype '" + config.dtype + "' needs the cuda backend, and no CUDA device "
@@ -48,10 +69,7 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
     return std::unique_ptr<ops>(std::make_unique<cpu_ops>());
   }
   if (devices == 0) return make_error("backend cuda: no CUDA device is visible");
-  if (config.dtype == "float32") type = dtype::f32;
-  else if (config.dtype == "bfloat16") type = dtype::bf16;
-  else if (config.dtype == "float16") type = dtype::f16;
-  else type = model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;  // auto, as vLLM on GPUs
+  type = cuda_compute_type(config, model);
 #ifdef TROUPE_HAVE_CUDA
   return std::unique_ptr<ops>(std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens));
 #else
@@ -60,9 +78,20 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
 #endif
 }
 
+// Bytes the model_runner allocates besides the KV cache (index arrays and
+// the logits chunk, see model_runner's constructor), plus a fixed headroom
+// for cuBLAS workspaces and CUDA graphs.
+int64_t runner_reserved_bytes(const model_config& model, const engine_limits& limits) {
+  const int64_t t = limits.max_num_batched_tokens, s = limits.max_num_seqs;
+  const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  const int64_t ints = (4 * t + 2 * s + 1 + s * max_blocks) * 4;
+  const int64_t logits = 64 * model.vocab_size * 4;
+  return ints + logits + (256LL << 20);
+}
+
 result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
                                                   const model_config& model,
-                                                  const engine_limits& limits) {
+                                                  engine_limits& limits) {
   auto log = get_logger("model");
   dtype type = dtype::f32;
   auto made = make_backend(config, model, limits, type);
@@ -89,12 +118,36 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
       last_percent = percent;
     }
   };
+  [[maybe_unused]] int64_t free_before = 0, total = 0;
+#ifdef TROUPE_HAVE_CUDA
+  if (backend->kind() == backend_kind::cuda) cuda::memory_info(free_before, total);
+#endif
   auto created = llama_model::create(model, *backend, source, limits.max_num_batched_tokens,
                                      limits.max_model_len, progress);
   if (!created) return std::move(created).take_error();
   log->info("weights {} in {:.2f} s ({})", source.ckpt ? "loaded" : "generated (dummy)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
+#ifdef TROUPE_HAVE_CUDA
+  if (backend->kind() == backend_kind::cuda && limits.num_blocks == 0) {
+    gpu_memory_state m;
+    if (!cuda::memory_info(m.free, m.total)) return make_error("backend cuda: cudaMemGetInfo failed");
+    m.weights = free_before - m.free;
+    m.reserved = runner_reserved_bytes(model, limits);
+    auto blocks = plan_gpu_kv_blocks(m, config.gpu_memory_utilization, limits.kv_bytes_per_block,
+                                     limits.block_size, limits.max_model_len);
+    if (!blocks) return std::move(blocks).take_error();
+    limits.num_blocks = *blocks + 1;
+    get_logger("kv")->info(
+        "memory plan: {:.2f} GiB x gpu_memory_utilization {} = {:.2f} GiB; weights and "
+        "workspaces {:.2f} GiB, in use before them {:.2f} GiB, reserved {:.2f} GiB; KV cache "
+        "{:.2f} GiB",
+        double(m.total) / gib, config.gpu_memory_utilization,
+        double(m.total) * config.gpu_memory_utilization / gib, double(m.weights) / gib,
+        double(m.total - m.free - m.weights) / gib, double(m.reserved) / gib,
+        double(*blocks * limits.kv_bytes_per_block) / gib);
+  }
+#endif
   runner_limits rl;
   rl.max_num_batched_tokens = limits.max_num_batched_tokens;
   rl.max_num_seqs = limits.max_num_seqs;
@@ -119,19 +172,24 @@ result<std::shared_ptr<const tokenizer>> engine::load_tokenizer(const engine_con
 }
 
 result<engine_limits> derive_engine_limits(const engine_config& config,
-                                           const model_config& model) {
+                                           const model_config& model, bool cuda) {
   engine_limits l;
-  l.backend = "cpu";
+  l.backend = cuda ? "cuda" : "cpu";
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
   l.max_num_seqs = config.max_num_seqs;
   l.max_num_batched_tokens = config.max_num_batched_tokens;
+  const int64_t element_bytes =
+      cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
   l.kv_bytes_per_block = 2 * model.num_hidden_layers * config.block_size *
-                         model.num_key_value_heads * model.head_dim *
-                         static_cast<int64_t>(sizeof(float));
+                         model.num_key_value_heads * model.head_dim * element_bytes;
   const int64_t blocks_per_seq = (l.max_model_len + l.block_size - 1) / l.block_size;
   if (config.num_gpu_blocks_override) {
     l.num_blocks = *config.num_gpu_blocks_override + 1;
+  } else if (cuda) {
+    l.num_blocks = 0;  // the memory plan decides, once the weights are loaded
+    l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
+    return l;
   } else {
     const auto budget = static_cast<int64_t>(config.cpu_kvcache_space * gib);
     // No more than every sequence at full length could use.
@@ -147,6 +205,35 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
                       "num_gpu_blocks_override");
   }
   return l;
+}
+
+result<int64_t> plan_gpu_kv_blocks(const gpu_memory_state& m, double gpu_memory_utilization,
+                                   int64_t kv_bytes_per_block, int64_t block_size,
+                                   int64_t max_model_len) {
+  const double allowed = double(m.total) * gpu_memory_utilization;
+  const int64_t in_use = m.total - m.free;
+  // Everything in use counts, other processes' memory too (so the budget
+  // never exceeds what is free).
+  const int64_t budget = static_cast<int64_t>(allowed) - in_use - m.reserved;
+  const int64_t blocks = std::max<int64_t>(budget, 0) / kv_bytes_per_block;
+  const int64_t blocks_per_seq = (max_model_len + block_size - 1) / block_size;
+  if (blocks < blocks_per_seq) {
+    char buf[640];
+    std::snprintf(buf, sizeof buf,
+                  "max_model_len %lld needs %.2f GiB of KV cache for one sequence (%lld blocks "
+                  "of %lld tokens), but the memory plan leaves %.2f GiB: %.2f GiB x "
+                  "gpu_memory_utilization %.2f = %.2f GiB, of which %.2f GiB are in use "
+                  "(weights and workspaces %.2f GiB) and %.2f GiB reserved; raise "
+                  "gpu_memory_utilization or lower max_model_len",
+                  static_cast<long long>(max_model_len),
+                  double(blocks_per_seq * kv_bytes_per_block) / gib,
+                  static_cast<long long>(blocks_per_seq), static_cast<long long>(block_size),
+                  double(std::max<int64_t>(budget, 0)) / gib, double(m.total) / gib,
+                  gpu_memory_utilization, allowed / gib, double(in_use) / gib,
+                  double(m.weights) / gib, double(m.reserved) / gib);
+    return make_error(buf);
+  }
+  return blocks;
 }
 
 struct engine::impl {
@@ -174,7 +261,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                                                std::shared_ptr<const tokenizer> tok) {
   auto model = load_model_config(config.model);
   if (!model) return std::move(model).take_error();
-  auto limits = derive_engine_limits(config, *model);
+  auto limits = derive_engine_limits(config, *model, wants_cuda(config));
   if (!limits) return std::move(limits).take_error();
   auto runner = load_runner(config, *model, *limits);
   if (!runner) return std::move(runner).take_error();

@@ -32,13 +32,31 @@ struct engine_limits {
   int64_t kv_bytes_per_block = 0;
   int64_t max_num_batched_tokens = 0;
   int64_t max_num_seqs = 0;
-  std::string backend;  // resolved: "cpu"
+  std::string backend;  // resolved: "cpu" or "cuda"
 };
 
 // Computes the limits; fails when the KV cache cannot hold one sequence of
-// max_model_len tokens, naming the numbers.
+// max_model_len tokens, naming the numbers. On the cpu backend the KV cache
+// is cpu_kvcache_space GiB of float32. With `cuda`, num_blocks stays 0
+// (unless num_gpu_blocks_override): the memory plan sizes it once the
+// weights are on the device (plan_gpu_kv_blocks).
 result<engine_limits> derive_engine_limits(const engine_config& config,
-                                           const model_config& model);
+                                           const model_config& model, bool cuda = false);
+
+// The GPU memory plan (as vLLM's): of total * gpu_memory_utilization, what
+// is not in use once the weights and workspaces are allocated, less
+// `reserved` (the runner's buffers, cuBLAS workspaces, CUDA graphs), goes to
+// KV blocks of `kv_bytes_per_block`. Returns the usable block count, or an
+// error with the numbers when one sequence of max_model_len cannot fit.
+struct gpu_memory_state {
+  int64_t total = 0;     // device memory
+  int64_t free = 0;      // free now (weights and workspaces allocated)
+  int64_t weights = 0;   // what loading the model took (for the message)
+  int64_t reserved = 0;  // still to be allocated besides the KV cache
+};
+result<int64_t> plan_gpu_kv_blocks(const gpu_memory_state& m, double gpu_memory_utilization,
+                                   int64_t kv_bytes_per_block, int64_t block_size,
+                                   int64_t max_model_len);
 
 class engine {
  public:

@@ -24,6 +24,8 @@ for t in build-device/bin/cuda_*_test; do
     rows+=("| $name (compute-sanitizer memcheck) | $ms | $(grep -m1 'ERROR SUMMARY' "$out/$name.memcheck.log") |")
   fi
 done
+# The GPU deployment example, served end to end.
+while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
 echo
 echo "| check | result | detail |"
 echo "| --- | --- | --- |"

@@ -22,4 +22,12 @@ std::string describe_device(int index) {
   return buf;
 }
 
+bool memory_info(int64_t& free_bytes, int64_t& total_bytes) {
+  size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess) return false;
+  free_bytes = static_cast<int64_t>(f);
+  total_bytes = static_cast<int64_t>(t);
+  return true;
+}
+
 }  // namespace troupe::cuda

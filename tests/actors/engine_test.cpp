@@ -148,5 +148,49 @@ TEST(engine, derive_limits_names_the_numbers) {
   EXPECT_EQ(l->num_blocks, 128 + 1);
 }
 
+
+TEST(engine, gpu_memory_plan_gives_what_is_left_to_kv_blocks) {
+  constexpr int64_t gib = 1LL << 30;
+  gpu_memory_state m;
+  m.total = 80 * gib;
+  m.free = 63 * gib;     // 17 GiB in use: 16 of weights, 1 of context
+  m.weights = 16 * gib;
+  m.reserved = gib / 2;
+  // 80 * 0.9 = 72 GiB allowed, 17 in use, 0.5 reserved: 54.5 GiB of 2 MiB blocks.
+  auto blocks = plan_gpu_kv_blocks(m, 0.9, 2LL << 20, 16, 8192);
+  ASSERT_TRUE(blocks.ok()) << blocks.error_message();
+  EXPECT_EQ(*blocks, 54 * 512 + 256);
+  // Memory another process holds counts as in use: 72 - 60 - 0.5 GiB.
+  m.free = 20 * gib;
+  blocks = plan_gpu_kv_blocks(m, 0.9, 2LL << 20, 16, 8192);
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_EQ(*blocks, 11 * 512 + 256);
+  // One sequence of max_model_len must fit, else an error with the numbers.
+  m.free = 63 * gib;
+  blocks = plan_gpu_kv_blocks(m, 0.2, 2LL << 20, 16, 8192);
+  ASSERT_FALSE(blocks.ok());
+  EXPECT_NE(blocks.error_message().find("max_model_len 8192 needs 1.00 GiB of KV cache for one "
+                                        "sequence (512 blocks of 16 tokens), but the memory plan "
+                                        "leaves 0.00 GiB: 80.00 GiB x gpu_memory_utilization 0.20"),
+            std::string::npos)
+      << blocks.error_message();
+}
+
+TEST(engine, cuda_limits_wait_for_the_memory_plan) {
+  engine_config c = tiny_config();
+  c.dtype = "bfloat16";
+  c.num_gpu_blocks_override.reset();
+  model_config m;
+  m.num_hidden_layers = 2;
+  m.num_key_value_heads = 2;
+  m.head_dim = 16;
+  m.max_position_embeddings = 4096;
+  auto l = derive_engine_limits(c, m, /*cuda=*/true);
+  ASSERT_TRUE(l.ok()) << l.error_message();
+  EXPECT_EQ(l->backend, "cuda");
+  EXPECT_EQ(l->num_blocks, 0);               // sized after loading
+  EXPECT_EQ(l->kv_bytes_per_block, 4096);    // bf16: half of float32's
+}
+
 }  // namespace
 }  // namespace troupe
