@@ -215,6 +215,21 @@ std::string generation::on_output(size_t i, const request_output& out) {
   return bytes;
 }
 
+std::string generation::summary() const {
+  int64_t prompt = 0, completion = 0;
+  std::string finishes;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (ctx_.choice_counts_prompt[i]) prompt += static_cast<int64_t>(ctx_.choice_prompt_ids[i].size());
+    completion += static_cast<int64_t>(choices_[i].token_ids.size());
+    const char* f = openai_finish_reason(choices_[i].finish);
+    finishes += std::string(finishes.empty() ? "" : ",") + (f != nullptr ? f : "none");
+  }
+  return "req=" + ctx_.id + (ctx_.kind == generation_kind::chat ? " chat" : " completion") +
+         (ctx_.stream ? " stream" : "") + " n=" + std::to_string(choices_.size()) +
+         " prompt=" + std::to_string(prompt) + " completion=" + std::to_string(completion) +
+         " finish=" + finishes;
+}
+
 std::string generation::response_body() const {
   const bool chat = ctx_.kind == generation_kind::chat;
   json_writer w;

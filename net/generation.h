@@ -54,6 +54,9 @@ class generation {
   // The first error output, if any ("" when none).
   const std::string& first_error() const { return first_error_; }
   size_t num_choices() const { return choices_.size(); }
+  const std::string& id() const { return ctx_.id; }
+  // One line for the log: "req=<id> chat n=2 prompt=12 completion=40 finish=stop,length".
+  std::string summary() const;
 
  private:
   struct choice_state {

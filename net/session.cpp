@@ -108,6 +108,8 @@ void http_session::start_generation(prepared_generation g) {
   ++gen_seq_;
   const bool stream = g.ctx.stream;
   gen_ = std::make_unique<generation>(std::move(g.ctx));
+  gen_start_ = std::chrono::steady_clock::now();
+  get_logger("net")->debug("req={} received: {} choice(s)", gen_->id(), g.choices.size());
   std::vector<engine::submission> batch;
   for (size_t i = 0; i < g.choices.size(); ++i) {
     auto sink = std::make_shared<session_sink>(weak_from_this(), stream_.get_executor(), shared_.ioc,
@@ -163,7 +165,7 @@ void http_session::on_watch(beast::error_code ec, size_t bytes) {
     return do_read();
   }
   if (ec) {
-    if (gen_ != nullptr) get_logger("net")->info("client went away; aborting {} request(s)", ids_.size());
+    if (gen_ != nullptr) get_logger("net")->info("req={} client went away; aborting {} request(s)", gen_->id(), ids_.size());
     return close();
   }
   if (gen_ != nullptr) do_watch();
@@ -214,7 +216,7 @@ void http_session::on_write(beast::error_code ec, size_t) {
   // An expiry left armed while no write is pending would fail the next one at once.
   if (!ec) stream_.expires_never();
   if (ec) {
-    if (gen_ != nullptr) get_logger("net")->info("write failed ({}); aborting {} request(s)", ec.message(), ids_.size());
+    if (gen_ != nullptr) get_logger("net")->info("req={} write failed ({}); aborting {} request(s)", gen_->id(), ec.message(), ids_.size());
     return close();
   }
   if (!pending_.empty()) return do_write();
@@ -226,6 +228,10 @@ void http_session::on_write(beast::error_code ec, size_t) {
 }
 
 void http_session::end_generation() {
+  if (gen_ != nullptr) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - gen_start_).count();
+    get_logger("net")->info("{} {:.0f} ms", gen_->summary(), ms);
+  }
   gen_.reset();
   ids_.clear();
   if (counted_) shared_.num_active.fetch_sub(1);

@@ -87,6 +87,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   static constexpr uint64_t linger_max_bytes = 64ull << 20;
   // Generation in flight.
   std::unique_ptr<generation> gen_;
+  std::chrono::steady_clock::time_point gen_start_;
   uint64_t gen_seq_ = 0;
   std::vector<request_id> ids_;
   bool counted_ = false;   // counted in shared_.num_active
