@@ -71,7 +71,11 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   if (devices == 0) return make_error("backend cuda: no CUDA device is visible");
   type = cuda_compute_type(config, model);
 #ifdef TROUPE_HAVE_CUDA
-  return std::unique_ptr<ops>(std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens));
+  auto backend = std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens);
+  // Decode attention's split-KV partials: reserved before any forward pass.
+  backend->reserve_attention_workspace(limits.max_num_seqs, model.num_attention_heads,
+                                       model.head_dim);
+  return std::unique_ptr<ops>(std::move(backend));
 #else
   (void)limits;
   return make_error("backend cuda: this build has no CUDA backend");

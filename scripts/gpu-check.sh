@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU host: runs every GPU test of the bundle (and compute-sanitizer
-# on the kernel tests) and prints a summary table last.
+# on the kernel tests) and the GPU kernel benchmarks, and prints a summary
+# table last (the benchmarks' own tables after it).
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-check.sh [OUT_DIR]   # there
 set -uo pipefail
@@ -26,7 +27,18 @@ for t in build-device/bin/cuda_*_test; do
 done
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
+declare -a benches=()
+for b in build-device/bin/attention_bench; do
+  [[ -x $b ]] || continue
+  name=$(basename "$b")
+  if "$b" >"$out/$name.log" 2>&1; then status=ran; benches+=("$out/$name.log"); else status=FAIL; fi
+  rows+=("| $name | $status | $out/$name.log |")
+done
 echo
 echo "| check | result | detail |"
 echo "| --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
+for log in "${benches[@]}"; do
+  echo
+  cat "$log"
+done

@@ -51,7 +51,8 @@ struct cuda_ops::impl {
   cublasHandle_t blas = nullptr;
   std::vector<void*> device_buffers;
   std::vector<void*> host_buffers;
-  int32_t* token_seq = nullptr;  // scratch for paged attention
+  void* attention_workspace = nullptr;  // split-KV decode partials (owned, not in device_buffers)
+  size_t attention_workspace_bytes = 0;
   int64_t max_num_tokens = 0;
 };
 
@@ -69,15 +70,28 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   TROUPE_CUBLAS_CHECK(cublasSetStream(impl_->blas, impl_->stream));
   // float32 tensors are strict float32: no TF32 tensor-core shortcuts.
   TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_PEDANTIC_MATH));
-  impl_->token_seq = alloc_ints(max_num_tokens);
 }
 
 cuda_ops::~cuda_ops() {
   cudaStreamSynchronize(impl_->stream);
+  cudaFree(impl_->attention_workspace);
   for (void* p : impl_->device_buffers) cudaFree(p);
   for (void* p : impl_->host_buffers) cudaFreeHost(p);
   cublasDestroy(impl_->blas);
   cudaStreamDestroy(impl_->stream);
+}
+
+void cuda_ops::reserve_attention_workspace(int64_t max_num_seqs, int64_t num_heads,
+                                           int64_t head_dim) {
+  TROUPE_CUDA_CHECK(cudaSetDevice(impl_->device));
+  const size_t bytes = cuda::paged_attention_workspace_bytes(
+      cuda::paged_attention_workspace_seq_splits(max_num_seqs), num_heads, head_dim);
+  if (bytes <= impl_->attention_workspace_bytes) return;
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  TROUPE_CUDA_CHECK(cudaFree(impl_->attention_workspace));
+  impl_->attention_workspace = nullptr;
+  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->attention_workspace, bytes));
+  impl_->attention_workspace_bytes = bytes;
 }
 
 tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
@@ -203,7 +217,6 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
                                int64_t num_kv_heads, int64_t head_dim, float scale,
                                const tensor& out) {
   TROUPE_CHECK(q.rows <= impl_->max_num_tokens);
-  cuda::fill_token_seq(meta.query_start_loc, meta.num_seqs, impl_->token_seq, impl_->stream);
   cuda::paged_attention_args a;
   a.q = q.data;
   a.k_cache = cache.k.data;
@@ -212,14 +225,18 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
   a.query_start_loc = meta.query_start_loc;
   a.seq_lens = meta.seq_lens;
   a.block_tables = meta.block_tables;
-  a.token_seq = impl_->token_seq;
   a.num_tokens = q.rows;
+  a.num_seqs = meta.num_seqs;
+  a.max_query_len = meta.max_query_len;
+  a.max_seq_len = meta.max_seq_len;
   a.max_blocks_per_seq = meta.max_blocks_per_seq;
   a.block_size = meta.block_size;
   a.num_heads = num_heads;
   a.num_kv_heads = num_kv_heads;
   a.head_dim = head_dim;
   a.scale = scale;
+  a.workspace = impl_->attention_workspace;
+  a.workspace_bytes = impl_->attention_workspace_bytes;
   cuda::paged_attention(element_of(q.type), a, impl_->stream);
 }
 

@@ -18,6 +18,12 @@ class cuda_ops final : public ops {
  public:
   // REQUIRES: device < number of visible devices.
   explicit cuda_ops(int device, int64_t max_num_tokens);
+  // Reserves the split-KV decode attention's workspace for batches of up to
+  // max_num_seqs sequences with num_heads query heads of head_dim (called
+  // once at start-up, before any forward pass or graph capture; growing it
+  // later frees the old buffer after a device synchronisation). Without it,
+  // decodes run unsplit: correct, slower for small batches.
+  void reserve_attention_workspace(int64_t max_num_seqs, int64_t num_heads, int64_t head_dim);
   ~cuda_ops() override;
   cuda_ops(const cuda_ops&) = delete;
   cuda_ops& operator=(const cuda_ops&) = delete;

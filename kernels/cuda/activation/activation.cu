@@ -32,14 +32,6 @@ __global__ void add_bias_kernel(T* out, const T* bias, int64_t cols) {
   }
 }
 
-__global__ void fill_token_seq_kernel(const int32_t* query_start_loc, int32_t* token_seq) {
-  const int seq = blockIdx.x;
-  for (int32_t t = query_start_loc[seq] + threadIdx.x; t < query_start_loc[seq + 1];
-       t += blockDim.x) {
-    token_seq[t] = seq;
-  }
-}
-
 template <class F>
 void by_type(element_type t, F&& f) {
   switch (t) {
@@ -81,14 +73,6 @@ void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t
     add_bias_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
         static_cast<T*>(out), static_cast<const T*>(bias), cols);
   });
-  TROUPE_CUDA_CHECK_LAUNCH();
-}
-
-void fill_token_seq(const int32_t* query_start_loc, int64_t num_seqs, int32_t* token_seq,
-                    cudaStream_t stream) {
-  if (num_seqs == 0) return;
-  fill_token_seq_kernel<<<static_cast<unsigned>(num_seqs), 128, 0, stream>>>(query_start_loc,
-                                                                           token_seq);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

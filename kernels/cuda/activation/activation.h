@@ -25,9 +25,4 @@ namespace troupe::cuda {
 void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t cols,
               cudaStream_t stream);
 
-// token_seq[t] = the sequence whose query tokens include t, from
-// query_start_loc [num_seqs + 1] (for paged attention).
-void fill_token_seq(const int32_t* query_start_loc, int64_t num_seqs, int32_t* token_seq,
-                    cudaStream_t stream);
-
 }  // namespace troupe::cuda

@@ -1,98 +1,204 @@
-// One CUDA block per (query token, query head). Its warps split the visible
-// keys; each warp keeps an online softmax (running max, sum, and its lanes'
-// slice of the output) and the warps are merged at the end. A first,
-// correctness-first kernel: the split-KV decode kernel and the tiled
-// prefill kernel replace it for speed.
-#include <cfloat>
+// Paged attention dispatch: which kernels run, with how many decode splits.
+//
+// Sequences with one query token (decodes) go to a split-KV decode kernel:
+// one block per (split, KV head, sequence) reading each K/V row once for the
+// whole query-head group, on tensor cores for bf16/f16 with 16-byte rows up
+// to head_dim 128 (decode_mma.cuh), else with SIMT float32 arithmetic
+// (decode.cuh: float32, head_dim 256, odd layouts). Longer queries (prefill chunks,
+// speculative verification) go to the tiled prefill kernel (prefill.cuh). A
+// batch whose max_query_len is 1 launches the decode kernel alone; any other
+// batch launches both, each kernel skipping the other's sequences at once.
+//
+// Split heuristic (decodes): the grid without splits has num_seqs *
+// num_kv_heads * head_chunks blocks; the GPU holds SMs * (resident decode
+// blocks per SM, from the occupancy API) at once. As FlashAttention-2's
+// num_splits_heuristic: the smallest split count whose wave efficiency
+// (waves / ceil(waves): a last, partial wave leaves SMs idle) is within 90%
+// of the best, keeping at least min_keys_per_split keys per split, at most
+// max_splits, and no more than the workspace holds. Mixed batches decode
+// with one split (their decodes are many). The SM count is queried once per
+// device and cached.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
 
+#include "common/check.h"
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_params.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/element.cuh"
 
 namespace troupe::cuda {
 
 namespace {
 
-constexpr int warps_per_block = 4;
-constexpr int max_dims_per_lane = 8;  // head_dim <= 256
+using attention::row_layout;
 
-template <class T>
-__global__ void paged_attention_kernel(paged_attention_args a) {
-  const int64_t token = blockIdx.x / a.num_heads;
-  const int head = static_cast<int>(blockIdx.x % a.num_heads);
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  const int seq = a.token_seq[token];
-  const int64_t query_len = a.query_start_loc[seq + 1] - a.query_start_loc[seq];
-  const int64_t num_keys = a.seq_lens[seq] - query_len + (token - a.query_start_loc[seq]) + 1;
-  const int kv_head = head / static_cast<int>(a.num_heads / a.num_kv_heads);
-  const int64_t kv_cols = a.num_kv_heads * a.head_dim;
-  const int dims = static_cast<int>((a.head_dim + 31) / 32);
-  const T* q = static_cast<const T*>(a.q) + (token * a.num_heads + head) * a.head_dim;
-  float qv[max_dims_per_lane], acc[max_dims_per_lane];
-  for (int i = 0; i < dims; ++i) {
-    const int d = lane + 32 * i;
-    qv[i] = d < a.head_dim ? to_float(q[d]) * a.scale : 0.0f;
-    acc[i] = 0.0f;
+constexpr int64_t min_keys_per_split = 128;
+constexpr int max_cached_devices = 64;
+
+int element_size(element_type t) { return t == element_type::f32 ? 4 : 2; }
+
+int sm_count() {
+  static std::array<std::atomic<int>, max_cached_devices> cached{};
+  int device = 0;
+  TROUPE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < max_cached_devices) {
+    const int n = cached[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+    if (n > 0) return n;
   }
-  float running_max = -FLT_MAX, running_sum = 0.0f;
-  const int32_t* table = a.block_tables + seq * a.max_blocks_per_seq;
-  for (int64_t t = warp; t < num_keys; t += warps_per_block) {
-    const int64_t slot = static_cast<int64_t>(table[t / a.block_size]) * a.block_size + t % a.block_size;
-    const T* key = static_cast<const T*>(a.k_cache) + slot * kv_cols + kv_head * a.head_dim;
-    float partial = 0.0f;
-    for (int i = 0; i < dims; ++i) {
-      const int d = lane + 32 * i;
-      if (d < a.head_dim) partial += qv[i] * to_float(key[d]);
-    }
-    for (int offset = 16; offset > 0; offset /= 2) partial += __shfl_xor_sync(0xffffffffu, partial, offset);
-    const float new_max = fmaxf(running_max, partial);
-    const float correction = __expf(running_max - new_max);
-    const float p = __expf(partial - new_max);
-    running_sum = running_sum * correction + p;
-    const T* val = static_cast<const T*>(a.v_cache) + slot * kv_cols + kv_head * a.head_dim;
-    for (int i = 0; i < dims; ++i) {
-      const int d = lane + 32 * i;
-      acc[i] = acc[i] * correction + (d < a.head_dim ? p * to_float(val[d]) : 0.0f);
-    }
-    running_max = new_max;
+  int n = 0;
+  TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  if (device < max_cached_devices) {
+    cached[static_cast<size_t>(device)].store(n, std::memory_order_relaxed);
   }
-  // Merge the warps' partial softmaxes.
-  __shared__ float s_max[warps_per_block], s_sum[warps_per_block];
-  __shared__ float s_acc[warps_per_block][32 * max_dims_per_lane];
-  if (lane == 0) {
-    s_max[warp] = running_max;
-    s_sum[warp] = running_sum;
+  return n;
+}
+
+// 16-byte vector loads need head_dim * element size % 16 == 0 and aligned
+// tensors (cudaMalloc'd buffers and whole-row views are).
+bool vec16_rows(element_type t, const paged_attention_args& a) {
+  const auto bits = reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.k_cache) |
+                    reinterpret_cast<uintptr_t>(a.v_cache) | reinterpret_cast<uintptr_t>(a.out);
+  return bits % 16 == 0 && (a.head_dim * element_size(t)) % 16 == 0;
+}
+
+int head_dim_bucket(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+
+struct decode_plan {
+  attention::decode_variant variant;
+  int head_chunks = 1;
+  int num_splits = 1;
+};
+
+int choose_splits(int64_t blocks, int64_t slots, int64_t limit) {
+  if (limit <= 1) return 1;
+  std::array<double, attention::max_splits + 1> efficiency{};
+  double best = 0.0;
+  for (int64_t s = 1; s <= limit; ++s) {
+    const double waves = static_cast<double>(blocks * s) / static_cast<double>(slots);
+    efficiency[static_cast<size_t>(s)] = waves / std::ceil(waves);
+    best = std::max(best, efficiency[static_cast<size_t>(s)]);
   }
-  for (int i = 0; i < dims; ++i) s_acc[warp][lane + 32 * i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-  float global_max = -FLT_MAX;
-  for (int w = 0; w < warps_per_block; ++w) global_max = fmaxf(global_max, s_max[w]);
-  float total = 0.0f;
-  for (int w = 0; w < warps_per_block; ++w) total += s_sum[w] * __expf(s_max[w] - global_max);
-  T* out = static_cast<T*>(a.out) + (token * a.num_heads + head) * a.head_dim;
-  for (int i = 0; i < dims; ++i) {
-    const int d = lane + 32 * i;
-    if (d >= a.head_dim) continue;
-    float v = 0.0f;
-    for (int w = 0; w < warps_per_block; ++w) v += s_acc[w][d] * __expf(s_max[w] - global_max);
-    out[d] = from_float<T>(total > 0.0f ? v / total : 0.0f);
+  for (int64_t s = 1; s <= limit; ++s) {
+    if (efficiency[static_cast<size_t>(s)] >= 0.9 * best) return static_cast<int>(s);
   }
+  return 1;
+}
+
+decode_plan plan_decode(element_type t, const paged_attention_args& a) {
+  decode_plan plan;
+  attention::decode_variant& v = plan.variant;
+  v.type = t;
+  if (vec16_rows(t, a)) {
+    const int bucket = head_dim_bucket(a.head_dim);
+    v.layout = bucket == 64    ? row_layout::vec16_d64
+               : bucket == 128 ? row_layout::vec16_d128
+                               : row_layout::vec16_d256;
+    v.tensor_cores = t != element_type::f32 && bucket <= 128;
+  }
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  if (v.tensor_cores) {
+    v.heads_per_block = group <= 8 ? 8 : 16;
+  } else {
+    v.heads_per_block = group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8;
+  }
+  plan.head_chunks = static_cast<int>((group + v.heads_per_block - 1) / v.heads_per_block);
+
+  const int64_t row_bytes = a.num_heads * (a.head_dim + 2) * static_cast<int64_t>(sizeof(float));
+  const int64_t by_workspace =
+      a.workspace == nullptr ? 0
+                             : static_cast<int64_t>(a.workspace_bytes) / (a.num_seqs * row_bytes);
+  int64_t splits = 1;
+  if (a.num_splits > 0) {
+    splits = a.num_splits;
+  } else if (a.max_query_len == 1) {
+    const int64_t max_seq_len =
+        a.max_seq_len > 0 ? a.max_seq_len : a.max_blocks_per_seq * a.block_size;
+    const int64_t limit = std::min<int64_t>(
+        {attention::max_splits, (max_seq_len + min_keys_per_split - 1) / min_keys_per_split,
+         by_workspace});
+    const int64_t blocks = a.num_seqs * a.num_kv_heads * plan.head_chunks;
+    const int64_t slots =
+        static_cast<int64_t>(sm_count()) * attention::decode_blocks_per_sm(plan.variant);
+    splits = choose_splits(blocks, slots, limit);
+  }
+  splits = std::min<int64_t>({splits, attention::max_splits, std::max<int64_t>(by_workspace, 1)});
+  plan.num_splits = static_cast<int>(std::max<int64_t>(splits, 1));
+  return plan;
+}
+
+void check_args(const paged_attention_args& a) {
+  TROUPE_CHECK(a.head_dim > 0 && a.head_dim <= 256 && a.head_dim % 2 == 0);
+  TROUPE_CHECK(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0);
+  TROUPE_CHECK(a.block_size > 0 && a.max_blocks_per_seq > 0);
+  TROUPE_CHECK(a.num_seqs <= 65535 && a.num_heads <= 65535);
 }
 
 }  // namespace
 
-void paged_attention(element_type t, const paged_attention_args& a, cudaStream_t stream) {
-  if (a.num_tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>(a.num_tokens * a.num_heads));
-  const dim3 block(32 * warps_per_block);
-  switch (t) {
-    case element_type::f32: paged_attention_kernel<float><<<grid, block, 0, stream>>>(a); break;
-    case element_type::bf16: paged_attention_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(a); break;
-    case element_type::f16: paged_attention_kernel<__half><<<grid, block, 0, stream>>>(a); break;
+int paged_attention_num_splits(element_type t, const paged_attention_args& a) {
+  if (a.num_tokens == 0 || a.num_seqs == 0) return 1;
+  check_args(a);
+  paged_attention_args b = a;
+  if (b.max_query_len <= 0) b.max_query_len = b.num_tokens;
+  return plan_decode(t, b).num_splits;
+}
+
+void paged_attention(element_type t, const paged_attention_args& args, cudaStream_t stream) {
+  if (args.num_tokens == 0 || args.num_seqs == 0) return;
+  check_args(args);
+  paged_attention_args a = args;
+  if (a.max_query_len <= 0) a.max_query_len = a.num_tokens;
+  const decode_plan plan = plan_decode(t, a);
+
+  attention::params p;
+  p.q = a.q;
+  p.k_cache = a.k_cache;
+  p.v_cache = a.v_cache;
+  p.out = a.out;
+  p.query_start_loc = a.query_start_loc;
+  p.seq_lens = a.seq_lens;
+  p.block_tables = a.block_tables;
+  p.q_row_stride = a.num_heads * a.head_dim;
+  p.kv_row_stride = a.num_kv_heads * a.head_dim;
+  p.max_blocks_per_seq = static_cast<int>(a.max_blocks_per_seq);
+  p.block_size = static_cast<int>(a.block_size);
+  p.block_shift = (a.block_size & (a.block_size - 1)) == 0
+                      ? static_cast<int>(std::lround(std::log2(static_cast<double>(a.block_size))))
+                      : -1;
+  p.num_heads = static_cast<int>(a.num_heads);
+  p.group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  p.head_dim = static_cast<int>(a.head_dim);
+  p.head_chunks = plan.head_chunks;
+  p.num_splits = plan.num_splits;
+  p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
+  if (plan.num_splits > 1) {
+    const int64_t rows = a.num_seqs * a.num_heads * plan.num_splits;
+    p.partial_out = static_cast<float*>(a.workspace);
+    p.partial_max = p.partial_out + rows * a.head_dim;
+    p.partial_sum = p.partial_max + rows;
   }
-  TROUPE_CUDA_CHECK_LAUNCH();
+  const int num_seqs = static_cast<int>(a.num_seqs);
+  const int num_kv_heads = static_cast<int>(a.num_kv_heads);
+
+  attention::launch_decode(plan.variant, p, num_kv_heads, num_seqs, stream);
+  if (plan.num_splits > 1) attention::launch_decode_reduce(t, p, num_seqs, stream);
+  if (a.max_query_len > 1) {
+    attention::launch_prefill(t, head_dim_bucket(a.head_dim), vec16_rows(t, a), p,
+                              static_cast<int>(a.max_query_len), num_seqs, stream);
+  }
+}
+
+int64_t paged_attention_workspace_seq_splits(int64_t max_num_seqs) {
+  // Splits only pay while the grid is short of the GPU's resident blocks
+  // (a few per SM), so num_seqs * splits stays near that.
+  return std::min<int64_t>(max_num_seqs * attention::max_splits, 8 * int64_t{sm_count()});
+}
+
+size_t paged_attention_workspace_bytes(int64_t seq_splits, int64_t num_heads, int64_t head_dim) {
+  return static_cast<size_t>(seq_splits * num_heads * (head_dim + 2)) * sizeof(float);
 }
 
 }  // namespace troupe::cuda

@@ -1,16 +1,28 @@
 // Paged attention (host API): causal attention of q over a paged KV cache
 // that already holds this step's keys and values, for prefill chunks and
-// decodes alike (a query token at position p sees keys 0..p of its
-// sequence). GQA: query head h reads KV head h / (num_heads / num_kv_heads).
-// q and out are [num_tokens, num_heads * head_dim]; the caches are
-// [num_slots, num_kv_heads * head_dim]; metadata as in kernels/ops.h
-// (query_start_loc [num_seqs + 1], seq_lens [num_seqs], block_tables
-// [num_seqs, max_blocks_per_seq]). Device pointers; async on `stream`.
-// REQUIRES: head_dim <= 256 and even.
+// decodes alike: query token i of sequence s sits at position
+// seq_lens[s] - query_len(s) + i and sees keys 0..position. GQA: query head h
+// reads KV head h / (num_heads / num_kv_heads). q and out are [num_tokens,
+// num_heads * head_dim]; the caches are [num_slots, num_kv_heads * head_dim]
+// with slot = block_tables[s][key / block_size] * block_size + key %
+// block_size; metadata as in kernels/ops.h (query_start_loc [num_seqs + 1],
+// seq_lens [num_seqs], block_tables [num_seqs, max_blocks_per_seq]). Tokens
+// past query_start_loc[num_seqs] (padding) are not written. Device pointers;
+// asynchronous on `stream`; no allocation and no host synchronisation (CUDA
+// graph capturable).
+//
+// Two kernels (see attention.cu): sequences with one query token go to the
+// split-KV decode kernel (partials in `workspace`, merged by a small reduce
+// kernel when a launch uses more than one split), longer queries to the tiled
+// prefill kernel. A mixed batch runs both, each skipping the other's sequences.
+//
+// REQUIRES: head_dim <= 256 and even; num_heads % num_kv_heads == 0;
+// max_query_len >= every sequence's query length (0: num_tokens is used).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/kernel_dtype.h"
@@ -25,16 +37,41 @@ struct paged_attention_args {
   const int32_t* query_start_loc = nullptr;
   const int32_t* seq_lens = nullptr;
   const int32_t* block_tables = nullptr;
-  const int32_t* token_seq = nullptr;  // [num_tokens]: the sequence of each query token
   int64_t num_tokens = 0;
+  int64_t num_seqs = 0;
+  int64_t max_query_len = 0;  // host scalars of the batch (attention_metadata)
+  int64_t max_seq_len = 0;    // only steers the split count; 0: taken as the table's capacity
   int64_t max_blocks_per_seq = 0;
   int64_t block_size = 0;
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   float scale = 1.0f;
+  // Split-KV partials of the decode kernel; without one (or when too small)
+  // decodes run with fewer splits, down to one (correct, slower for small
+  // batches). See paged_attention_workspace_bytes.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  // Splits per sequence for the decode kernel: 0 chooses from the SM count,
+  // the batch and max_seq_len. A captured CUDA graph freezes the count (the
+  // kernel derives each split's key range from the live seq_lens on the
+  // device, so any count stays correct as contexts grow).
+  int num_splits = 0;
 };
 
 void paged_attention(element_type t, const paged_attention_args& a, cudaStream_t stream);
+
+// The split count the decode kernel would use for `a` (1 when it would not
+// split): for benchmarks and logs.
+int paged_attention_num_splits(element_type t, const paged_attention_args& a);
+
+// (sequence, split) pairs worth reserving on the current device for decode
+// batches of up to max_num_seqs sequences: enough for the split heuristic to
+// fill the GPU at any batch size (more splits only help small batches).
+int64_t paged_attention_workspace_seq_splits(int64_t max_num_seqs);
+
+// Bytes of workspace for `seq_splits` (sequence, split) pairs: per query head
+// a float32 output row, running max and sum.
+size_t paged_attention_workspace_bytes(int64_t seq_splits, int64_t num_heads, int64_t head_dim);
 
 }  // namespace troupe::cuda

@@ -1,0 +1,69 @@
+// What the paged-attention kernels receive (by value) and the launchers the
+// dispatcher (attention.cu) calls: internal to kernels/cuda/attention.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace troupe::cuda::attention {
+
+constexpr int max_splits = 128;  // decode splits per sequence (reduce kernel's table)
+
+struct params {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  void* out = nullptr;
+  const int32_t* query_start_loc = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  // Decode partials, [num_seqs, num_heads, num_splits] rows (num_splits > 1).
+  float* partial_out = nullptr;  // rows of head_dim
+  float* partial_max = nullptr;  // log2-domain running max; -inf: empty split
+  float* partial_sum = nullptr;
+  int64_t q_row_stride = 0;   // num_heads * head_dim (q and out)
+  int64_t kv_row_stride = 0;  // num_kv_heads * head_dim
+  int max_blocks_per_seq = 0;
+  int block_size = 0;
+  int block_shift = -1;  // log2(block_size) when a power of two, else -1
+  int num_heads = 0;
+  int group = 0;  // num_heads / num_kv_heads
+  int head_dim = 0;
+  int head_chunks = 1;  // decode: blocks per KV head (query heads split in chunks)
+  int num_splits = 1;   // decode
+  float scale_log2 = 0.0f;  // softmax scale * log2(e): scores live in the exp2 domain
+};
+
+// Head-dimension variants: vectorised rows of 16 bytes (head_dim * element
+// size a multiple of 16 and 16-byte aligned tensors) bucketed by the largest
+// head_dim they serve, or 2-element words for any even head_dim up to 256.
+enum class row_layout { vec16_d64, vec16_d128, vec16_d256, pairs_d256 };
+
+// Which decode kernel: the SIMT one (any type and layout; heads_per_block
+// 1, 2, 4 or 8) or the tensor-core one (bf16/f16, vec16_d64 or vec16_d128;
+// heads_per_block 8 or 16).
+struct decode_variant {
+  element_type type = element_type::f32;
+  row_layout layout = row_layout::pairs_d256;
+  bool tensor_cores = false;
+  int heads_per_block = 1;
+};
+
+// Decode: one block per (split, KV head chunk, sequence); sequences whose
+// query length is not 1 are skipped.
+void launch_decode(const decode_variant& v, const params& p, int num_kv_heads, int num_seqs,
+                   cudaStream_t stream);
+// Resident decode blocks per SM for a variant (cached after the first call).
+int decode_blocks_per_sm(const decode_variant& v);
+// Merges the splits of every single-token sequence into out.
+void launch_decode_reduce(element_type t, const params& p, int num_seqs, cudaStream_t stream);
+
+// Prefill: one block per (64-query tile, query head, sequence); sequences
+// with fewer than 2 query tokens are skipped.
+void launch_prefill(element_type t, int head_dim_bucket, bool vec16, const params& p,
+                    int max_query_len, int num_seqs, cudaStream_t stream);
+
+}  // namespace troupe::cuda::attention

@@ -1,0 +1,320 @@
+// Split-KV ("flash-decoding") paged attention for single-token queries, in
+// SIMT float32 arithmetic: the kernel for float32 (strict FMAs), head_dim 256
+// and rows without 16-byte vectors; bf16/f16 with 16-byte rows up to 128
+// elements take decode_mma.cuh, which shares this file's grid, splits, warp
+// merge (merge_warps_and_store) and reduce kernel.
+//
+// One block of 4 warps per (split, KV head chunk, sequence). The block holds
+// every query head of its KV head's group (up to GB of them; larger groups
+// take several chunks), so each K and V row is read from global memory once
+// per group. A split is a contiguous range of the sequence's keys, derived on
+// the device from seq_lens and the launch's split count; its warps take turns
+// over tiles of keys_per_step * unroll keys.
+//
+// Within a warp, lanes_per_key lanes share one key row: each loads
+// vectors_per_lane vectors of VEC elements (16 bytes in the fast layouts),
+// so a warp reads keys_per_step rows at once and issues all loads of a tile
+// (K and V, `unroll` steps) before using them; the next tile's block-table
+// lookups are issued while those loads are in flight. Scores are reduced
+// over the key's lanes with shuffles, then the tile's maximum over the warp
+// updates each head's online softmax (running max m and sum l, in the exp2
+// domain, and the lanes' slice of the unnormalised output).
+//
+// The warps are merged through shared memory. With one split the block
+// writes the normalised output; with several it writes (m, l, output row) to
+// the workspace and decode_reduce_kernel merges the splits. Empty splits
+// (keys beyond seq_len) write m = -inf, l = 0 and a zero row, weighted 0.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/cuda/attention/attention_common.cuh"
+#include "kernels/cuda/element.cuh"
+
+namespace troupe::cuda::attention {
+
+constexpr int decode_warps = 4;
+constexpr int decode_threads = 32 * decode_warps;
+constexpr unsigned full_mask = 0xffffffffu;
+
+template <class T, int DMAX, int VEC, int GB>
+struct decode_shape {
+  static constexpr int vectors = DMAX / VEC;  // VEC-element vectors in a DMAX-wide row
+  static constexpr int lanes_per_key = vectors < 32 ? vectors : 32;
+  static constexpr int vectors_per_lane = vectors / lanes_per_key;
+  static constexpr int elems = vectors_per_lane * VEC;  // row elements a lane holds
+  static constexpr int keys_per_step = 32 / lanes_per_key;
+  static constexpr int unroll = GB >= 8 ? 4 : 8;  // key steps per tile: bounds registers
+  static constexpr int tile_keys = keys_per_step * unroll;
+  static constexpr int words_per_vector = VEC * static_cast<int>(sizeof(T)) / 4;
+  static_assert(vectors >= 8 && (vectors & (vectors - 1)) == 0, "vectors: a power of two");
+  static_assert(words_per_vector == 1 || words_per_vector == 2 || words_per_vector == 4);
+};
+
+// Slots of the keys a lane loads in the tile starting at `tile`; -1 for keys
+// at or past key_end (their table entries are never read).
+template <int U, int KEYS_PER_STEP>
+__device__ __forceinline__ void find_slots(const params& p, const int32_t* table, int tile,
+                                           int key_in_step, int key_end, int (&slots)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int key = tile + u * KEYS_PER_STEP + key_in_step;
+    slots[u] = key < key_end ? slot_of(p, table, key) : -1;
+  }
+}
+
+// After the warps of a decode block stored their online-softmax state
+// (s_max, s_sum: [warp][head row]; s_out: [warp][head row][dim], each
+// relative to its warp's max): merges them and writes the block's result,
+// the normalised output rows with one split, else this split's partials.
+template <class T, int ROWS, int DMAX>
+__device__ __forceinline__ void merge_warps_and_store(
+    const params& p, const float (&s_max)[decode_warps][ROWS],
+    const float (&s_sum)[decode_warps][ROWS], const float (&s_out)[decode_warps][ROWS][DMAX],
+    int seq, int token, int first_head, int heads_here, int split) {
+  const int n = heads_here * p.head_dim;
+  for (int idx = threadIdx.x; idx < n; idx += decode_threads) {
+    const int g = idx / p.head_dim;
+    const int d = idx - g * p.head_dim;
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < decode_warps; ++w) block_max = fmaxf(block_max, s_max[w][g]);
+    float sum = 0.0f, o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < decode_warps; ++w) {
+      const float mw = s_max[w][g];
+      const float weight = mw == -INFINITY ? 0.0f : exp2f(mw - block_max);  // idle warps: 0
+      sum += s_sum[w][g] * weight;
+      o += s_out[w][g][d] * weight;
+    }
+    const int head = first_head + g;
+    if (p.num_splits == 1) {
+      T* out = static_cast<T*>(p.out) + static_cast<int64_t>(token) * p.q_row_stride +
+               static_cast<int64_t>(head) * p.head_dim;
+      out[d] = from_float<T>(sum > 0.0f ? o / sum : 0.0f);
+    } else {
+      const int64_t r = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits + split;
+      p.partial_out[r * p.head_dim + d] = o;
+      if (d == 0) {
+        p.partial_max[r] = block_max;
+        p.partial_sum[r] = sum;
+      }
+    }
+  }
+}
+
+template <class T, int DMAX, int VEC, int GB>
+__global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
+  using shape = decode_shape<T, DMAX, VEC, GB>;
+  constexpr int U = shape::unroll;
+  constexpr int LPK = shape::lanes_per_key;
+  constexpr int VPL = shape::vectors_per_lane;
+  constexpr int E = shape::elems;
+  constexpr int KPS = shape::keys_per_step;
+  constexpr int WPV = shape::words_per_vector;
+
+  const int seq = blockIdx.z;
+  const int token = p.query_start_loc[seq];
+  if (p.query_start_loc[seq + 1] - token != 1) return;  // the prefill kernel's sequence
+  const int kv_head = blockIdx.y / p.head_chunks;
+  const int chunk = blockIdx.y - kv_head * p.head_chunks;
+  const int first_head = kv_head * p.group + chunk * GB;
+  const int heads_here = min(GB, p.group - chunk * GB);
+  const int num_keys = p.seq_lens[seq];  // the query sits at num_keys - 1 and sees them all
+  const int split = blockIdx.x;
+  const int split_keys =
+      ceil_div(ceil_div(max(num_keys, 0), p.num_splits), shape::tile_keys) * shape::tile_keys;
+  const int key_begin = split * split_keys;
+  const int key_end = min(num_keys, key_begin + split_keys);
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int key_lane = lane % LPK;     // which vectors of the row this lane loads
+  const int key_in_step = lane / LPK;  // which key of a step
+  const int row_vectors = p.head_dim / VEC;
+
+  // This lane's slice of each query head, pre-scaled into the exp2 domain.
+  float q[GB][E];
+  const T* q_row = static_cast<const T*>(p.q) + static_cast<int64_t>(token) * p.q_row_stride;
+#pragma unroll
+  for (int g = 0; g < GB; ++g) {
+#pragma unroll
+    for (int v = 0; v < VPL; ++v) {
+      const int j = key_lane + v * LPK;
+      words<WPV> w;
+      if (g < heads_here && j < row_vectors) {
+        load_words(q_row + (first_head + g) * p.head_dim + j * VEC, w);
+      } else {
+        zero_words(w);
+      }
+      unpack<T>(w, &q[g][v * VEC]);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) q[g][v * VEC + i] *= p.scale_log2;
+    }
+  }
+
+  float m[GB], l[GB], acc[GB][E];
+#pragma unroll
+  for (int g = 0; g < GB; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
+  }
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const T* k_head = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
+  const T* v_head = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
+  constexpr int tile_stride = decode_warps * shape::tile_keys;
+  int tile = key_begin + warp * shape::tile_keys;
+  int slots[U];
+  find_slots<U, KPS>(p, table, tile, key_in_step, key_end, slots);
+  // `tile < key_end` is warp-uniform, and so are all shuffles below.
+  for (; tile < key_end; tile += tile_stride) {
+    words<WPV> kw[U][VPL], vw[U][VPL];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = static_cast<int64_t>(slots[u]) * p.kv_row_stride;
+#pragma unroll
+      for (int v = 0; v < VPL; ++v) {
+        const int j = key_lane + v * LPK;
+        if (slots[u] >= 0 && j < row_vectors) {
+          load_words(k_head + row + j * VEC, kw[u][v]);
+          load_words(v_head + row + j * VEC, vw[u][v]);
+        } else {
+          zero_words(kw[u][v]);
+          zero_words(vw[u][v]);
+        }
+      }
+    }
+    find_slots<U, KPS>(p, table, tile + tile_stride, key_in_step, key_end, slots);
+
+    float s[U][GB];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[E];
+#pragma unroll
+      for (int v = 0; v < VPL; ++v) unpack<T>(kw[u][v], &kf[v * VEC]);
+      const bool valid = tile + u * KPS + key_in_step < key_end;
+#pragma unroll
+      for (int g = 0; g < GB; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) dot = fmaf(q[g][e], kf[e], dot);
+#pragma unroll
+        for (int offset = LPK / 2; offset > 0; offset /= 2) {
+          dot += __shfl_xor_sync(full_mask, dot, offset);
+        }
+        s[u][g] = valid ? dot : -INFINITY;
+      }
+    }
+    // The tile's first key (u = 0 of the lanes with key_in_step 0) is valid,
+    // so every head's tile maximum, and with it m, is finite from here on.
+#pragma unroll
+    for (int g = 0; g < GB; ++g) {
+      float tile_max = s[0][g];
+#pragma unroll
+      for (int u = 1; u < U; ++u) tile_max = fmaxf(tile_max, s[u][g]);
+#pragma unroll
+      for (int offset = LPK; offset < 32; offset *= 2) {
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(full_mask, tile_max, offset));
+      }
+      const float new_max = fmaxf(m[g], tile_max);
+      const float correction = exp2f(m[g] - new_max);  // 0 while m is -inf
+      m[g] = new_max;
+      l[g] *= correction;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] *= correction;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[E];
+#pragma unroll
+      for (int v = 0; v < VPL; ++v) unpack<T>(vw[u][v], &vf[v * VEC]);
+#pragma unroll
+      for (int g = 0; g < GB; ++g) {
+        const float prob = exp2f(s[u][g] - m[g]);  // 0 for masked keys
+        l[g] += prob;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(prob, vf[e], acc[g][e]);
+      }
+    }
+  }
+  // The warp's key groups share m: their sums and output slices just add.
+#pragma unroll
+  for (int offset = LPK; offset < 32; offset *= 2) {
+#pragma unroll
+    for (int g = 0; g < GB; ++g) {
+      l[g] += __shfl_xor_sync(full_mask, l[g], offset);
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] += __shfl_xor_sync(full_mask, acc[g][e], offset);
+    }
+  }
+
+  // Merge the warps.
+  __shared__ float s_max[decode_warps][GB];
+  __shared__ float s_sum[decode_warps][GB];
+  __shared__ float s_out[decode_warps][GB][DMAX];
+  if (key_in_step == 0) {
+#pragma unroll
+    for (int g = 0; g < GB; ++g) {
+#pragma unroll
+      for (int v = 0; v < VPL; ++v) {
+        const int j = key_lane + v * LPK;
+        if (j < row_vectors) {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) s_out[warp][g][j * VEC + i] = acc[g][v * VEC + i];
+        }
+      }
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < GB; ++g) {
+      s_max[warp][g] = m[g];
+      s_sum[warp][g] = l[g];
+    }
+  }
+  __syncthreads();
+  merge_warps_and_store<T, GB, DMAX>(p, s_max, s_sum, s_out, seq, token, first_head, heads_here,
+                                     split);
+}
+
+// One block per (query head, sequence): merges the sequence's split partials
+// (each relative to its own max) into the normalised output row.
+template <class T>
+__global__ void __launch_bounds__(128) decode_reduce_kernel(params p) {
+  const int head = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int token = p.query_start_loc[seq];
+  if (p.query_start_loc[seq + 1] - token != 1) return;
+  __shared__ float s_weight[max_splits];
+  __shared__ float s_max;
+  const int64_t r0 = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits;
+  if (threadIdx.x < 32) {
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < p.num_splits; s += 32) mx = fmaxf(mx, p.partial_max[r0 + s]);
+    for (int offset = 16; offset > 0; offset /= 2) {
+      mx = fmaxf(mx, __shfl_xor_sync(full_mask, mx, offset));
+    }
+    if (threadIdx.x == 0) s_max = mx;
+  }
+  __syncthreads();
+  const float mx = s_max;
+  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
+    const float ms = p.partial_max[r0 + s];
+    s_weight[s] = ms == -INFINITY ? 0.0f : exp2f(ms - mx);  // empty splits weigh 0
+  }
+  __syncthreads();
+  float sum = 0.0f;
+  for (int s = 0; s < p.num_splits; ++s) sum += s_weight[s] * p.partial_sum[r0 + s];
+  T* out = static_cast<T*>(p.out) + static_cast<int64_t>(token) * p.q_row_stride +
+           static_cast<int64_t>(head) * p.head_dim;
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) o += s_weight[s] * p.partial_out[(r0 + s) * p.head_dim + d];
+    out[d] = from_float<T>(sum > 0.0f ? o / sum : 0.0f);
+  }
+}
+
+}  // namespace troupe::cuda::attention
