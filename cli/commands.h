@@ -12,6 +12,7 @@ int run_generate(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_detokenize(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);  // cli/bench/
 
 // Prints "troupe: error: <message>" to stderr.
 void print_error(const std::string& message);

@@ -28,6 +28,7 @@ constexpr const char* usage =
     "  detokenize troupe detokenize --tokenizer DIR --ids 1,2,3 [--skip-special-tokens]\n"
     "  serve      the OpenAI-compatible HTTP server (see docs/server.md):\n"
     "             troupe serve --model DIR [--config FILE] [--<config-key> VALUE]...\n"
+    "  bench      benchmarks (see docs/bench.md): troupe bench serve|throughput|latency ...\n"
     "  version    print the version\n"
     "\n"
     "Every config key is also a --kebab-case flag; see docs/configuration.md.\n";
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "serve") return troupe::run_serve(args);
+  if (command == "bench") return troupe::run_bench(args);
   troupe::print_error("unknown command '" + command + "'\n" + troupe::usage);
   return 2;
 }
