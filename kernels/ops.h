@@ -73,6 +73,9 @@ class ops {
   virtual void upload(const float* host, const tensor& dst) = 0;  // converts to dst.type
   virtual void upload_ints(const int32_t* host, int32_t* dst, int64_t n) = 0;
   virtual void download(const tensor& src, float* host) = 0;  // converts to f32
+  // dst = the dummy weights of `key` (model/weights.h fill_dummy_f32),
+  // computed where dst lives, converted to dst.type.
+  virtual void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) = 0;
   virtual void synchronize() = 0;
 
   // dst = src (same shape).

@@ -84,20 +84,20 @@ status llama_model::load_weights(const weight_source& source,
   const int64_t total = static_cast<int64_t>(loads.size());
   for (int64_t n = 0; n < total; ++n) {
     const weight_load& load = loads[static_cast<size_t>(n)];
+    const tensor dst = load.dst.row_slice(load.row_offset, load.shape[0]);
+    if (source.ckpt == nullptr) {
+      // Dummy weights are made where they live (on the GPU with cuda); norms
+      // get 1 + noise to keep activations at a sane scale.
+      const bool is_norm = load.name.find("norm") != std::string::npos;
+      ops_.fill_dummy(dst, dummy_key(source.dummy_seed, load.name), 1e-3f, is_norm ? 1.0f : 0.0f);
+      if (progress) progress(n + 1, total);
+      continue;
+    }
     int64_t count = 1;
     for (int64_t dim : load.shape) count *= dim;
     host.resize(static_cast<size_t>(count));
-    if (source.ckpt != nullptr) {
-      if (status s = source.ckpt->read_f32(load.name, load.shape, host.data()); !s.ok()) return s;
-    } else {
-      const bool is_norm = load.name.find("norm") != std::string::npos;
-      fill_dummy_f32(source.dummy_seed, load.name, host.data(), host.size(), 1e-3f);
-      if (is_norm) {
-        for (float& x : host) x += 1.0f;  // keep activations at a sane scale
-      }
-    }
-    const int64_t rows = load.shape[0];
-    ops_.upload(host.data(), load.dst.row_slice(load.row_offset, rows));
+    if (status s = source.ckpt->read_f32(load.name, load.shape, host.data()); !s.ok()) return s;
+    ops_.upload(host.data(), dst);
     if (progress) progress(n + 1, total);
   }
   return {};

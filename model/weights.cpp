@@ -318,14 +318,22 @@ status checkpoint::read_f32(const std::string& name, const std::vector<int64_t>&
   return {};
 }
 
-void fill_dummy_f32(int64_t seed, const std::string& name, float* out, size_t n, float scale) {
-  const uint64_t key = splitmix64(uint64_t(seed) ^ fnv1a(name));
+uint64_t dummy_key(int64_t seed, const std::string& name) {
+  return splitmix64(uint64_t(seed) ^ fnv1a(name));
+}
+
+void fill_dummy_f32(uint64_t key, float* out, size_t n, float scale, float offset) {
   for (size_t i = 0; i < n; ++i) {
     const uint64_t bits = splitmix64(key + uint64_t(i) * 0xD1B54A32D192ED03ull);
     // 24 random bits -> u in [0, 1] with both ends reachable, then [-scale, scale].
     const float u = float(bits >> 40) / float((1u << 24) - 1);
-    out[i] = (2.0f * u - 1.0f) * scale;
+    const float v = (2.0f * u - 1.0f) * scale;
+    out[i] = v + offset;
   }
+}
+
+void fill_dummy_f32(int64_t seed, const std::string& name, float* out, size_t n, float scale) {
+  fill_dummy_f32(dummy_key(seed, name), out, n, scale, 0.0f);
 }
 
 float bf16_to_f32(uint16_t v) {

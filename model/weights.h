@@ -83,6 +83,13 @@ class checkpoint {
 // thread count and of the order tensors are requested in.
 void fill_dummy_f32(int64_t seed, const std::string& name, float* out, size_t n,
                     float scale);
+// The same values from the tensor's key, elements [0, n), plus `offset`
+// (added after scaling, in float): element i is
+//   u = float(splitmix64(key + i * 0xD1B54A32D192ED03) >> 40) / (2^24 - 1)
+//   (2u - 1) * scale + offset
+// which backends reproduce bit for bit (ops::fill_dummy).
+uint64_t dummy_key(int64_t seed, const std::string& name);
+void fill_dummy_f32(uint64_t key, float* out, size_t n, float scale, float offset);
 
 // Conversions used by the loaders (exact for bf16/f16 -> f32).
 float bf16_to_f32(uint16_t v);

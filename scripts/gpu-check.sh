@@ -19,7 +19,7 @@ for t in build-device/bin/cuda_*_test; do
   passed=$(grep -c '^\[       OK \]' "$out/$name.log" || true)
   summary=$(grep -E '^\[  (PASSED|FAILED)' "$out/$name.log" | tr '\n' ' ')
   rows+=("| $name | $status | $summary |")
-  if command -v compute-sanitizer >/dev/null; then
+  if [[ ${SANITIZER:-1} == 1 ]] && command -v compute-sanitizer >/dev/null; then
     if compute-sanitizer --tool memcheck --error-exitcode 7 "$t" --gtest_brief=1 \
         >"$out/$name.memcheck.log" 2>&1; then ms=clean; else ms=ERRORS; fi
     rows+=("| $name (compute-sanitizer memcheck) | $ms | $(grep -m1 'ERROR SUMMARY' "$out/$name.memcheck.log") |")

@@ -56,6 +56,10 @@ void cpu_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
   std::memcpy(dst, host, static_cast<size_t>(n) * sizeof(int32_t));
 }
 
+void cpu_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) {
+  fill_dummy_f32(key, dst.f32(), static_cast<size_t>(dst.numel()), scale, offset);
+}
+
 void cpu_ops::download(const tensor& src, float* host) {
   std::memcpy(host, src.data, static_cast<size_t>(src.numel()) * sizeof(float));
 }

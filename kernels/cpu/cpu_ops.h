@@ -20,6 +20,7 @@ class cpu_ops final : public ops {
   void upload(const float* host, const tensor& dst) override;
   void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
   void download(const tensor& src, float* host) override;
+  void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) override;
   void synchronize() override {}
 
   void copy(const tensor& src, const tensor& dst) override;

@@ -132,6 +132,10 @@ void cuda_ops::upload(const float* host, const tensor& dst) {
   TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, bits.data(), n * 2, cudaMemcpyHostToDevice));
 }
 
+void cuda_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) {
+  cuda::fill_dummy(element_of(dst.type), dst.data, dst.numel(), key, scale, offset, impl_->stream);
+}
+
 void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
   if (n == 0) return;
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, host, static_cast<size_t>(n) * 4,

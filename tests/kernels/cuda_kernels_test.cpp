@@ -233,6 +233,27 @@ TEST_P(cuda_kernels, kv_cache_write_gather_and_block_copies) {
   cudaFree(idx_d);
 }
 
+// Dummy weights made on the device equal the host's, bit for bit (after the
+// same rounding to bf16), norms' offset included.
+TEST_P(cuda_kernels, fill_dummy_matches_host_bit_for_bit) {
+  for (int64_t n : {1, 255, 4097, 1 << 20}) {
+    for (float offset : {0.0f, 1.0f}) {
+      const uint64_t key = dummy_key(3, "model.layers.1.mlp.down_proj.weight");
+      std::vector<float> want(static_cast<size_t>(n));
+      fill_dummy_f32(key, want.data(), want.size(), 1e-3f, offset);
+      if (bf16()) {
+        for (float& x : want) x = bf16_to_f32(f32_to_bf16(x));
+      }
+      void* out = poisoned(static_cast<size_t>(n));
+      cuda::fill_dummy(GetParam(), out, n, key, 1e-3f, offset, nullptr);
+      const std::vector<float> got = download(out, static_cast<size_t>(n));
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], want[i]) << "n " << n << " offset " << offset << " element " << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(types, cuda_kernels,
                          ::testing::Values(element_type::f32, element_type::bf16),
                          [](const auto& info) {

@@ -1,4 +1,6 @@
 #include "kernels/cuda/activation/activation.h"
+
+#include <algorithm>
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 
@@ -29,6 +31,26 @@ __global__ void add_bias_kernel(T* out, const T* bias, int64_t cols) {
   const int64_t row = blockIdx.x;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     out[row * cols + j] = from_float<T>(to_float(out[row * cols + j]) + to_float(bias[j]));
+  }
+}
+
+__device__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The host's formula with every float operation rounded on its own (no
+// contraction into FMAs), so the values match bit for bit.
+template <class T>
+__global__ void fill_dummy_kernel(T* out, int64_t n, uint64_t key, float scale, float offset) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t bits = splitmix64(key + uint64_t(i) * 0xD1B54A32D192ED03ull);
+    const float u = __fdiv_rn(float(bits >> 40), float((1u << 24) - 1));
+    const float v = __fmul_rn(__fsub_rn(__fmul_rn(2.0f, u), 1.0f), scale);
+    out[i] = from_float<T>(__fadd_rn(v, offset));
   }
 }
 
@@ -72,6 +94,18 @@ void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t
     using T = decltype(tag);
     add_bias_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
         static_cast<T*>(out), static_cast<const T*>(bias), cols);
+  });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void fill_dummy(element_type t, void* out, int64_t n, uint64_t key, float scale, float offset,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65536);
+  by_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    fill_dummy_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+        static_cast<T*>(out), n, key, scale, offset);
   });
   TROUPE_CUDA_CHECK_LAUNCH();
 }

@@ -25,4 +25,9 @@ namespace troupe::cuda {
 void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t cols,
               cudaStream_t stream);
 
+// out[i] = model/weights.h's dummy value i of `key` (bit for bit the host's
+// fill_dummy_f32), converted to t; n elements.
+void fill_dummy(element_type t, void* out, int64_t n, uint64_t key, float scale, float offset,
+                cudaStream_t stream);
+
 }  // namespace troupe::cuda
