@@ -7,19 +7,13 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "kernels/philox.h"
 
 namespace troupe {
 
 namespace {
 
 constexpr float sampling_eps = 1e-5f;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // log-sum-exp of the row, in double for a stable reference.
 double log_normalizer(const float* logits, int64_t vocab) {
@@ -91,39 +85,60 @@ size_t filter_candidates(const std::vector<double>& probs, std::vector<int32_t>&
   return keep;
 }
 
-int32_t sample_random(const std::vector<float>& logits, const sampler_row& row) {
+// softmax(logits / T) in double, the filters, and the kept tokens' race
+// weights exp((logit - max) / T) rounded to float (the GPU computes the same
+// quantity in float).
+sampler_candidate_set candidates_of(const std::vector<float>& logits, const sampler_row& row) {
   const size_t vocab = logits.size();
-  std::vector<double> probs(vocab);
+  std::vector<double> weights(vocab);
   double max_scaled = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < vocab; ++i) {
-    probs[i] = static_cast<double>(logits[i]) / row.temperature;
-    max_scaled = std::max(max_scaled, probs[i]);
+    weights[i] = static_cast<double>(logits[i]) / row.temperature;
+    max_scaled = std::max(max_scaled, weights[i]);
   }
   double total = 0.0;
-  for (double& p : probs) {
-    p = std::exp(p - max_scaled);
-    total += p;
+  for (double& w : weights) {
+    w = std::exp(w - max_scaled);
+    total += w;
   }
-  for (double& p : probs) p /= total;
+  std::vector<double> probs(vocab);
+  for (size_t i = 0; i < vocab; ++i) probs[i] = weights[i] / total;
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
   const size_t keep = filter_candidates(probs, order, row);
-  double kept_mass = 0.0;
-  for (size_t i = 0; i < keep; ++i) kept_mass += probs[static_cast<size_t>(order[i])];
-  const double target = sampler_uniform(row.seed, row.step) * kept_mass;
-  double cumulative = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    cumulative += probs[static_cast<size_t>(order[i])];
-    if (target < cumulative) return order[i];
+  sampler_candidate_set kept;
+  kept.ids.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
+  for (int32_t id : kept.ids) {
+    kept.weights.push_back(static_cast<float>(weights[static_cast<size_t>(id)]));
   }
-  return order[keep - 1];
+  return kept;
+}
+
+// The exponential race over the kept set (kernels/philox.h): argmax of
+// weight / E with E the token's Exp(1) draw at (seed, step); ties: lowest id.
+int32_t race(const sampler_candidate_set& kept, const sampler_row& row) {
+  int32_t best = -1;
+  float best_score = -1.0f;
+  for (size_t j = 0; j < kept.ids.size(); ++j) {
+    const int32_t id = kept.ids[j];
+    const float score = sampling_race_score(
+        kept.weights[j], sampling_exponential(row.seed, row.step, static_cast<uint32_t>(id)));
+    if (score > best_score || (score == best_score && id < best)) {
+      best = id;
+      best_score = score;
+    }
+  }
+  return best;
 }
 
 }  // namespace
 
-double sampler_uniform(uint64_t seed, uint64_t step) {
-  const uint64_t bits = splitmix64(splitmix64(seed) ^ splitmix64(step + 0x632be59bd9b4e019ULL));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+sampler_candidate_set sampler_candidates(const float* logits, int64_t vocab,
+                                         const sampler_row& row) {
+  TROUPE_CHECK(vocab >= 1 && row.temperature >= sampling_eps);
+  std::vector<float> work(logits, logits + vocab);
+  apply_penalties(work, row);
+  return candidates_of(work, row);
 }
 
 token_logprobs logprobs_of(const float* logits, int64_t vocab, int32_t token_id, int32_t k) {
@@ -152,7 +167,8 @@ sample_result sample_row(const float* logits, int64_t vocab, const sampler_row& 
   std::vector<float> work(logits, logits + vocab);
   apply_penalties(work, row);
   sample_result result;
-  result.token_id = row.temperature < sampling_eps ? argmax(work) : sample_random(work, row);
+  result.token_id =
+      row.temperature < sampling_eps ? argmax(work) : race(candidates_of(work, row), row);
   if (row.num_logprobs >= 0) {
     result.logprobs = logprobs_of(logits, vocab, result.token_id, row.num_logprobs);
   }

@@ -5,10 +5,15 @@
 //   penalties: repetition over prompt + output tokens (divide positive logits,
 //   multiply negative ones), frequency and presence over output tokens;
 //   temperature < 1e-5 is greedy (argmax, lowest id on ties); otherwise
-//   logits / temperature -> softmax -> min_p -> top_k -> top_p, then one
-//   uniform draw from a counter-based generator keyed by (seed, step), so a
-//   request's tokens depend only on its own seed and position, never on what
-//   else is in the batch or on preemption.
+//   logits / temperature -> softmax -> min_p -> top_k -> top_p define the
+//   kept set: the first `keep` tokens in (probability desc, id asc) order.
+//   The draw is vLLM's exponential race over the kept set: token = argmax of
+//   weight_i / E_i (weight_i = exp((logit_i - max) / T) as float, E_i =
+//   -log(u_i), u_i the Philox draw of (seed, step, token i): kernels/philox.h;
+//   ties: lowest id). So a request's tokens depend only on its own seed and
+//   position, never on what else is in the batch or on preemption, and the
+//   GPU sampler (kernels/cuda/sampling) draws the same token from the same
+//   Philox bits without sorting.
 // Stateless and thread-safe; rows may be sampled concurrently.
 #pragma once
 
@@ -53,8 +58,16 @@ sample_result sample_row(const float* logits, int64_t vocab, const sampler_row& 
 // log_softmax of logits, then the entry for token_id and the top k (k may be 0).
 token_logprobs logprobs_of(const float* logits, int64_t vocab, int32_t token_id, int32_t k);
 
-// The uniform in [0, 1) the sampler draws for (seed, step): a Philox-like
-// counter-based hash, the same function the GPU sampler uses.
-double sampler_uniform(uint64_t seed, uint64_t step);
+// The tokens a sampled (temperature >= 1e-5) row may draw, best first: the
+// kept set after penalties, temperature and the min_p / top_k / top_p
+// filters, with each token's race weight (float(exp((logit - max) / T)),
+// penalized logits) — what sample_row races over. For tests and tools.
+struct sampler_candidate_set {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+// REQUIRES: vocab >= 1; row.temperature >= 1e-5.
+sampler_candidate_set sampler_candidates(const float* logits, int64_t vocab,
+                                         const sampler_row& row);
 
 }  // namespace troupe

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/sampler.h"
+#include "kernels/philox.h"
 
 namespace troupe {
 namespace {
@@ -85,10 +86,12 @@ std::vector<int64_t> histogram(const std::vector<float>& logits, sampler_row row
   return counts;
 }
 
-// Upper 0.001 quantiles of chi-square, df = 1 .. 20.
-const double chi2_crit_001[] = {10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322,
-                                26.124, 27.877, 29.588, 31.264, 32.909, 34.528, 36.123,
-                                37.697, 39.252, 40.790, 42.312, 43.820, 45.315};
+// Upper 0.001 quantiles of chi-square, df = 1 .. 40.
+const double chi2_crit_001[] = {10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322, 26.124,
+                                27.877, 29.588, 31.264, 32.909, 34.528, 36.123, 37.697, 39.252,
+                                40.790, 42.312, 43.820, 45.315, 46.797, 48.268, 49.728, 51.179,
+                                52.620, 54.052, 55.476, 56.892, 58.301, 59.703, 61.098, 62.487,
+                                63.870, 65.247, 66.619, 67.985, 69.346, 70.703, 72.055, 73.402};
 
 struct chi2_result {
   double statistic = 0;
@@ -122,7 +125,7 @@ chi2_result chi_square(const std::vector<int64_t>& counts, const std::vector<dou
     ++bins;
   }
   r.df = std::max(bins - 1, 0);
-  EXPECT_LE(r.df, 20);
+  EXPECT_LE(r.df, 40);
   return r;
 }
 
@@ -189,24 +192,110 @@ TEST(sampler_test, same_seed_and_step_give_the_same_token_steps_vary) {
     r.step = step;
     const int32_t a = sample(flat, r);
     ASSERT_EQ(sample(flat, r), a);
-    ASSERT_DOUBLE_EQ(sampler_uniform(1234, step), sampler_uniform(1234, step));
     seen.insert(a);
   }
   EXPECT_EQ(seen.size(), 8u);  // 100 draws over 8 equal tokens hit them all
-  EXPECT_NE(sampler_uniform(1, 0), sampler_uniform(2, 0));
-  EXPECT_NE(sampler_uniform(1, 0), sampler_uniform(1, 1));
+  EXPECT_EQ(sampling_uniform(1234, 5, 3), sampling_uniform(1234, 5, 3));
+  EXPECT_NE(sampling_uniform(1, 0, 0), sampling_uniform(2, 0, 0));
+  EXPECT_NE(sampling_uniform(1, 0, 0), sampling_uniform(1, 1, 0));
+  EXPECT_NE(sampling_uniform(1, 0, 0), sampling_uniform(1, 0, 1));
+  // The high halves of seed and step are part of the key and counter.
+  EXPECT_NE(sampling_uniform(1, 0, 0), sampling_uniform(1 + (uint64_t{1} << 32), 0, 0));
+  EXPECT_NE(sampling_uniform(1, 0, 0), sampling_uniform(1, uint64_t{1} << 32, 0));
 }
 
-TEST(sampler_test, sampler_uniform_is_uniform_on_unit_interval) {
+// Random123's known-answer vectors (kat_vectors, "philox4x32 10" lines):
+// counter, key -> output.
+TEST(sampler_test, philox4x32_10_matches_the_known_answers) {
+  struct kat {
+    philox_block counter;
+    uint32_t key[2];
+    uint32_t want[4];
+  };
+  const kat cases[] = {
+      {{{0, 0, 0, 0}}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const kat& c : cases) {
+    const philox_block out = philox4x32_10(c.counter, c.key[0], c.key[1]);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out.v[i], c.want[i]) << "word " << i;
+  }
+}
+
+TEST(sampler_test, sampling_uniform_is_uniform_on_the_open_unit_interval) {
   std::vector<int64_t> bins(20, 0);
   for (uint64_t i = 0; i < 40000; ++i) {
-    const double u = sampler_uniform(i % 200, i / 200);
-    ASSERT_GE(u, 0.0);
-    ASSERT_LT(u, 1.0);
+    const float u = sampling_uniform(i % 7, i / 7 % 50, static_cast<uint32_t>(i / 350));
+    ASSERT_GT(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
     ++bins[static_cast<size_t>(u * 20)];
   }
   const chi2_result r = chi_square(bins, std::vector<double>(20, 0.05));
   EXPECT_TRUE(r.passes()) << r.statistic;
+}
+
+TEST(sampler_test, sampling_exponential_is_exp1) {
+  // Bins of equal Exp(1) mass: [q_i, q_{i+1}) with q_i = -log(1 - i / 20).
+  std::vector<int64_t> bins(20, 0);
+  double sum = 0;
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) {
+    const float e = sampling_exponential(99, static_cast<uint64_t>(i % 100),
+                                         static_cast<uint32_t>(i / 100));
+    ASSERT_GT(e, 0.0f);
+    ASSERT_TRUE(std::isfinite(e));
+    sum += e;
+    const double cdf = 1.0 - std::exp(-static_cast<double>(e));
+    ++bins[std::min<size_t>(static_cast<size_t>(cdf * 20), 19)];
+  }
+  EXPECT_NEAR(sum / n, 1.0, 0.03);
+  const chi2_result r = chi_square(bins, std::vector<double>(20, 0.05));
+  EXPECT_TRUE(r.passes()) << r.statistic;
+}
+
+// A token's draw depends only on (seed, step, token): tokens the filters
+// drop, or that are appended far below, never change the winner.
+TEST(sampler_test, the_race_ignores_tokens_outside_the_kept_set) {
+  std::vector<float> longer = base_logits;
+  for (int i = 0; i < 500; ++i) longer.push_back(-40.0f - 0.01f * static_cast<float>(i));
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    sampler_row r;
+    r.seed = seed;
+    r.step = seed % 5;
+    r.top_k = 5;
+    const int32_t a = sample(base_logits, r);
+    ASSERT_EQ(sample(longer, r), a);
+    r.top_k = 0;
+    r.min_p = 0.01f;  // drops the appended tail
+    ASSERT_EQ(sample(longer, r), sample(base_logits, r));
+  }
+}
+
+TEST(sampler_test, candidates_are_the_kept_prefix_with_race_weights) {
+  sampler_row r;
+  r.temperature = 0.8f;
+  r.min_p = 0.05f;
+  r.top_k = 6;
+  r.top_p = 0.7f;
+  const sampler_candidate_set c = sampler_candidates(base_logits.data(), 12, r);
+  const std::vector<double> p = expected_distribution(base_logits, filters{0.8, 6, 0.7, 0.05});
+  ASSERT_EQ(c.ids.size(), static_cast<size_t>(std::count_if(p.begin(), p.end(),
+                                                            [](double x) { return x > 0; })));
+  ASSERT_EQ(c.weights.size(), c.ids.size());
+  EXPECT_EQ(c.ids[0], 1);
+  EXPECT_EQ(c.weights[0], 1.0f);  // exp(0) for the best token
+  for (size_t j = 0; j < c.ids.size(); ++j) {
+    EXPECT_GT(p[static_cast<size_t>(c.ids[j])], 0.0);
+    EXPECT_FLOAT_EQ(c.weights[j], std::exp((base_logits[c.ids[j]] - 2.0) / 0.8));
+    if (j > 0) {
+      EXPECT_LE(c.weights[j], c.weights[j - 1]);
+    }
+  }
 }
 
 // ---- logprobs --------------------------------------------------------------
@@ -397,6 +486,44 @@ TEST(sampler_test, filters_compose_after_temperature) {
   r.top_p = 0.7f;
   filters f{0.8, 6, 0.7, 0.05};
   expect_distribution(base_logits, r, f);
+}
+
+// The race with every filter active over a wider vocabulary: the kept set
+// is renormalized, dropped tokens never win. Draws vary the step of one
+// seed (the per-token counter), and the seed at a fixed step.
+TEST(sampler_test, the_race_with_filters_follows_the_renormalized_kept_set) {
+  std::vector<float> logits(64);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    logits[i] = static_cast<float>(3.0 * std::sin(1.7 * static_cast<double>(i) + 0.3));
+  }
+  const struct {
+    filters f;
+    int expected_kept;
+  } cases[] = {
+      {{0.9, 12, 1.0, 0.0}, 12},   // top_k
+      {{1.1, 0, 0.6, 0.0}, 0},     // top_p
+      {{0.7, 0, 1.0, 0.2}, 0},     // min_p
+      {{1.3, 15, 0.8, 0.1}, 0},    // all three
+  };
+  for (const auto& c : cases) {
+    sampler_row r;
+    r.temperature = static_cast<float>(c.f.temperature);
+    r.top_k = c.f.top_k;
+    r.top_p = static_cast<float>(c.f.top_p);
+    r.min_p = static_cast<float>(c.f.min_p);
+    const std::vector<double> p = expected_distribution(logits, c.f);
+    const auto kept = std::count_if(p.begin(), p.end(), [](double x) { return x > 0; });
+    if (c.expected_kept > 0) {
+      EXPECT_EQ(kept, c.expected_kept);
+    }
+    EXPECT_GT(kept, 3);
+    EXPECT_LT(kept, 40);  // the filters do cut
+    EXPECT_EQ(static_cast<int64_t>(sampler_candidates(logits.data(), 64, r).ids.size()), kept);
+    r.seed = 4242;
+    expect_distribution(logits, r, c.f, /*vary_step=*/true);
+    r.step = 17;
+    expect_distribution(logits, r, c.f);
+  }
 }
 
 TEST(sampler_test, chi_square_check_rejects_a_skewed_distribution) {
