@@ -159,7 +159,16 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   rl.block_size = limits.block_size;
   rl.num_blocks = limits.num_blocks;
   rl.num_cpu_blocks = limits.num_cpu_blocks;
-  return std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
+  auto runner = std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
+  if (!config.enforce_eager) {
+    const auto capture_start = std::chrono::steady_clock::now();
+    if (const int64_t n = runner->capture_graphs(); n > 0) {
+      log->info("captured {} CUDA graphs for decode batches of {}..{} sequences in {:.2f} s", n,
+                runner->graph_sizes().front(), runner->graph_sizes().back(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_start).count());
+    }
+  }
+  return runner;
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 # First GPU throughput figures of `troupe generate` (dummy weights in the
 # shape of a real model, bf16, greedy, --ignore-eos) at a few batch sizes.
 # On the GPU host, with build-device/ from scripts/device-bundle.sh:
-#   benchmarks/gpu_generate.sh [MODEL_DIR] [PROMPT_LEN] [OUTPUT_LEN]
+#   [BATCHES="1 16 64"] benchmarks/gpu_generate.sh [MODEL_DIR] [PROMPT_LEN] [OUTPUT_LEN]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:-examples/models/llama-3.1-8b}
@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 tmp=$(mktemp -d)
 echo "| model | batch | prompt | output | elapsed s | output tokens/s | ms per step |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
-for batch in 1 16 64; do
+for batch in ${BATCHES:-1 16 64}; do
   : >"$tmp/p.jsonl"
   for ((i = 0; i < batch; i++)); do
     ids=""

@@ -118,6 +118,15 @@ class ops {
   // out[i] = x[indices[i]]
   virtual void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                            const tensor& out) = 0;
+
+  // Graphs (CUDA graphs; backends without them answer false and ignore the
+  // rest). Between begin_capture() and end_capture(id) the backend records
+  // its launches instead of running them; launch_graph(id) replays them
+  // with whatever the recorded buffers hold then.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture() {}
+  virtual void end_capture(int64_t /*id*/) {}
+  virtual void launch_graph(int64_t /*id*/) {}
 };
 
 }  // namespace troupe

@@ -58,6 +58,9 @@ class llama_model {
   // (one entry per layer). Leaves the final normed hidden states inside.
   // REQUIRES: inputs.num_tokens <= max_num_tokens().
   void forward(const forward_inputs& inputs, const std::vector<kv_cache_layer>& cache);
+  // A captured forward of `num_tokens` tokens was replayed (backend graphs):
+  // compute_logits reads its hidden states.
+  void replayed(int64_t num_tokens) { last_num_tokens_ = num_tokens; }
 
   // Logits of hidden rows `row_indices` (backend memory) of the last
   // forward: out is [n, vocab]. REQUIRES: n <= max_num_tokens().

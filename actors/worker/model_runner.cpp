@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/check.h"
 
@@ -244,6 +246,66 @@ void model_runner::run_copies(const step_plan& plan) {
   }
 }
 
+int64_t model_runner::capture_graphs() {
+  const char* pad = std::getenv("TROUPE_DEBUG_PAD_DECODE");
+  const bool debug_pad = pad != nullptr && std::strcmp(pad, "1") == 0;
+  if (!ops_->supports_graphs() && !debug_pad) return 0;
+  const int64_t largest = std::min(limits_.max_num_seqs, limits_.max_num_batched_tokens);
+  std::vector<int64_t> sizes;
+  for (int64_t s : {1, 2, 4}) {
+    if (s <= largest) sizes.push_back(s);
+  }
+  for (int64_t s = 8; s <= largest; s += 8) sizes.push_back(s);
+  if (sizes.empty() || sizes.back() != largest) sizes.push_back(largest);
+  graphs_replay_ = ops_->supports_graphs();
+  if (graphs_replay_) {
+    // Largest first; each is run once eagerly (kernel loading, cuBLAS
+    // heuristics) and then captured.
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+      host_batch batch;
+      pad_for_graph(batch, *it);
+      const forward_inputs in = upload(batch);
+      model_->forward(in, kv_cache_);
+      ops_->begin_capture();
+      model_->forward(in, kv_cache_);
+      ops_->end_capture(*it);
+    }
+    ops_->synchronize();
+  }
+  graph_sizes_ = sizes;
+  return graphs_replay_ ? static_cast<int64_t>(sizes.size()) : 0;
+}
+
+int64_t model_runner::graph_size_for(const host_batch& batch) const {
+  if (graph_sizes_.empty() || batch.max_query_len != 1) return 0;
+  const auto n = static_cast<int64_t>(batch.seq_lens.size());
+  const auto it = std::lower_bound(graph_sizes_.begin(), graph_sizes_.end(), n);
+  return it == graph_sizes_.end() ? 0 : *it;
+}
+
+void model_runner::pad_for_graph(host_batch& batch, int64_t size) const {
+  const auto n = static_cast<int64_t>(batch.seq_lens.size());
+  const int64_t stride = (limits_.max_model_len + limits_.block_size - 1) / limits_.block_size;
+  // Block tables at the full stride.
+  std::vector<int32_t> tables(static_cast<size_t>(size * stride), 0);
+  for (int64_t s = 0; s < n; ++s) {
+    std::copy_n(batch.block_tables.begin() + s * batch.max_blocks, batch.max_blocks,
+                tables.begin() + s * stride);
+  }
+  batch.block_tables = std::move(tables);
+  if (batch.query_start_loc.empty()) batch.query_start_loc.push_back(0);
+  for (int64_t s = n; s < size; ++s) {
+    batch.token_ids.push_back(0);
+    batch.positions.push_back(0);
+    batch.slot_mapping.push_back(-1);
+    batch.query_start_loc.push_back(batch.query_start_loc.back() + 1);
+    batch.seq_lens.push_back(1);
+  }
+  batch.max_blocks = stride;
+  batch.max_query_len = 1;
+  batch.max_seq_len = limits_.max_model_len;
+}
+
 step_output model_runner::execute(const step_plan& plan) {
   const auto start = std::chrono::steady_clock::now();
   run_swaps(plan);
@@ -256,7 +318,18 @@ step_output model_runner::execute(const step_plan& plan) {
   if (!order.empty()) {
     host_batch batch;
     build_batch(order, batch);
-    model_->forward(upload(batch), kv_cache_);
+    if (const int64_t graph = graph_size_for(batch); graph > 0) {
+      pad_for_graph(batch, graph);
+      const forward_inputs in = upload(batch);
+      if (graphs_replay_) {
+        ops_->launch_graph(graph);
+        model_->replayed(in.num_tokens);
+      } else {
+        model_->forward(in, kv_cache_);
+      }
+    } else {
+      model_->forward(upload(batch), kv_cache_);
+    }
     compute_outputs(order, batch, out);
   }
   for (size_t i = 0; i < order.size(); ++i) {

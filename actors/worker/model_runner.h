@@ -35,6 +35,19 @@ class model_runner {
 
   step_output execute(const step_plan& plan);
 
+  // Decode steps (every request one token) run as CUDA graphs, one per
+  // batch-size bucket (1, 2, 4, then multiples of 8 up to max_num_seqs):
+  // the batch is padded to its bucket (pad sequences: token 0 at position
+  // 0, one key from the null block, KV writes skipped) and the bucket's
+  // graph replays the forward pass with the attention shape fixed at
+  // capture (block tables of max_model_len, split count for max_model_len).
+  // Returns the number of graphs captured (0 where the backend has none).
+  // With TROUPE_DEBUG_PAD_DECODE=1 in the environment, backends without
+  // graphs pad the same way and run the padded batch eagerly (the tests
+  // check the padding on the CPU).
+  int64_t capture_graphs();
+  const std::vector<int64_t>& graph_sizes() const { return graph_sizes_; }
+
   size_t num_requests() const { return requests_.size(); }
 
  private:
@@ -67,6 +80,10 @@ class model_runner {
   void run_copies(const step_plan& plan);
   void sample_forks(request_state& r, const float* logits, sampled_output& out);
   void build_batch(const std::vector<request_id>& order, host_batch& batch);
+  // The graph bucket this batch runs in, 0: eager.
+  int64_t graph_size_for(const host_batch& batch) const;
+  // Pads a decode batch to `size` sequences with the capture-time shape.
+  void pad_for_graph(host_batch& batch, int64_t size) const;
   void add_logit_rows(const request_state& r, size_t index, int32_t first_row,
                       host_batch& batch);
   forward_inputs upload(const host_batch& batch);
@@ -89,6 +106,8 @@ class model_runner {
   int32_t* seq_lens_dev_ = nullptr;
   int32_t* block_tables_dev_ = nullptr;
   int32_t* logit_rows_dev_ = nullptr;
+  std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only
+  bool graphs_replay_ = false;        // the backend replays graphs (else: padded eager)
   tensor logits_;  // [logits_chunk, vocab]
   std::vector<float> logits_host_;
 };

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <map>
 
 #include "common/check.h"
 #include "kernels/cuda/activation/activation.h"
@@ -54,6 +55,8 @@ struct cuda_ops::impl {
   void* attention_workspace = nullptr;  // split-KV decode partials (owned, not in device_buffers)
   size_t attention_workspace_bytes = 0;
   int64_t max_num_tokens = 0;
+  void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
+  std::map<int64_t, cudaGraphExec_t> graphs;
 };
 
 int cuda_device_count() {
@@ -70,10 +73,40 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   TROUPE_CUBLAS_CHECK(cublasSetStream(impl_->blas, impl_->stream));
   // float32 tensors are strict float32: no TF32 tensor-core shortcuts.
   TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_PEDANTIC_MATH));
+  // A workspace of our own (32 MiB, NVIDIA's recommendation for Hopper):
+  // cuBLAS then allocates nothing while a graph is captured.
+  constexpr size_t blas_workspace_bytes = 32u << 20;
+  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, blas_workspace_bytes));
+  TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, blas_workspace_bytes));
+}
+
+void cuda_ops::begin_capture() {
+  TROUPE_CUDA_CHECK(cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeThreadLocal));
+}
+
+void cuda_ops::end_capture(int64_t id) {
+  cudaGraph_t graph = nullptr;
+  TROUPE_CUDA_CHECK(cudaStreamEndCapture(impl_->stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  TROUPE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  TROUPE_CUDA_CHECK(cudaGraphDestroy(graph));
+  auto [it, fresh] = impl_->graphs.emplace(id, exec);
+  if (!fresh) {
+    TROUPE_CUDA_CHECK(cudaGraphExecDestroy(it->second));
+    it->second = exec;
+  }
+}
+
+void cuda_ops::launch_graph(int64_t id) {
+  const auto it = impl_->graphs.find(id);
+  TROUPE_CHECK_MSG(it != impl_->graphs.end(), "launch_graph: no graph captured with this id");
+  TROUPE_CUDA_CHECK(cudaGraphLaunch(it->second, impl_->stream));
 }
 
 cuda_ops::~cuda_ops() {
   cudaStreamSynchronize(impl_->stream);
+  for (auto& [id, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
+  cudaFree(impl_->blas_workspace);
   cudaFree(impl_->attention_workspace);
   for (void* p : impl_->device_buffers) cudaFree(p);
   for (void* p : impl_->host_buffers) cudaFreeHost(p);

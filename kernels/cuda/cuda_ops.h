@@ -62,6 +62,11 @@ class cuda_ops final : public ops {
                       const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
                       int64_t block_size) override;
 
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  void end_capture(int64_t id) override;
+  void launch_graph(int64_t id) override;
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;

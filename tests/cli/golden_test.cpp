@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "tests/cli/cli_runner.h"
@@ -107,6 +108,16 @@ TEST_P(golden, small_token_budget_chunks_prefill) {
 TEST_P(golden, chunked_prefill_off) {
   run_batched(GetParam(), {"--no-enable-chunked-prefill", "--max-model-len", "600",
                            "--max-num-batched-tokens", "600"});
+}
+
+// Decode batches padded to CUDA-graph buckets (the shape a graph replay
+// runs: pad sequences on the null block, block tables at max_model_len's
+// stride, attention sized for max_model_len), run eagerly on the CPU.
+TEST_P(golden, decode_padded_to_graph_buckets_keeps_results) {
+  setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);
+  run_batched(GetParam(), {"--max-num-seqs", "16"});
+  run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3"});
+  unsetenv("TROUPE_DEBUG_PAD_DECODE");
 }
 
 TEST_P(golden, preemption_by_recompute_keeps_results) {
