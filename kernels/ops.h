@@ -14,6 +14,9 @@
 
 #include <cstdint>
 
+#include <vector>
+
+#include "kernels/cpu/sampler.h"  // sampler_row, sample_result
 #include "model/weights.h"  // dtype
 
 namespace troupe {
@@ -127,6 +130,21 @@ class ops {
   virtual void begin_capture() {}
   virtual void end_capture(int64_t /*id*/) {}
   virtual void launch_graph(int64_t /*id*/) {}
+
+  // Sampling where the logits are (the CPU sampler's semantics), so that
+  // only the results travel: one job per row to sample (or, with
+  // forced_token >= 0, to take that token's logprobs: prompt logprobs).
+  // Returns false when the backend cannot (the caller then downloads the
+  // rows and samples on the host). Synchronises: the results are ready.
+  struct sample_job {
+    sampler_row row;         // host pointers to the ids to penalize
+    int32_t logits_row = 0;  // row of `logits`
+    int32_t forced_token = -1;
+  };
+  virtual bool sample_on_device(const tensor& /*logits*/, const std::vector<sample_job>& /*jobs*/,
+                                std::vector<sample_result>& /*out*/) {
+    return false;
+  }
 };
 
 }  // namespace troupe

@@ -168,6 +168,79 @@ forward_inputs model_runner::upload(const host_batch& batch) {
   return in;
 }
 
+sampler_row model_runner::next_token_row(const request_state& r) const {
+  const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
+  sampler_row s = sampler_row_for(r.params, r.seed);
+  s.step = static_cast<uint64_t>(num_outputs);
+  s.prompt_ids = r.token_ids.data();
+  s.num_prompt_ids = r.num_prompt_tokens;
+  s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
+  s.num_output_ids = num_outputs;
+  return s;
+}
+
+sampler_row model_runner::fork_row(const request_state& parent, const fork_child& c) const {
+  sampler_row s = sampler_row_for(c.params, c.seed);
+  s.step = 0;
+  s.prompt_ids = parent.token_ids.data();
+  s.num_prompt_ids = parent.num_prompt_tokens;
+  return s;
+}
+
+bool model_runner::sample_chunk_on_device(const std::vector<request_id>& order,
+                                          const host_batch& batch, size_t begin, int64_t n,
+                                          step_output& out) {
+  // Opt-in until the wiring has been checked on a GPU (docs/gpu.md).
+  static const bool enabled = [] {
+    const char* v = std::getenv("TROUPE_DEVICE_SAMPLING");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  if (!enabled) return false;
+  // One job per logits row (a prompt logprob: its target forced), plus one
+  // per fork child sharing its parent's row; results come back in order.
+  std::vector<ops::sample_job> jobs;
+  for (int64_t i = 0; i < n; ++i) {
+    const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
+    const request_state& r = requests_.at(order[row.batch_index]);
+    ops::sample_job job;
+    job.logits_row = static_cast<int32_t>(i);
+    if (row.prompt_target >= 0) {
+      job.row.num_logprobs = r.params.prompt_logprobs;
+      job.forced_token = r.token_ids[static_cast<size_t>(row.prompt_target)];
+      jobs.push_back(job);
+      continue;
+    }
+    job.row = next_token_row(r);
+    jobs.push_back(job);
+    for (const fork_child& c : r.fork_children) {
+      ops::sample_job child;
+      child.logits_row = static_cast<int32_t>(i);
+      child.row = fork_row(r, c);
+      jobs.push_back(child);
+    }
+  }
+  std::vector<sample_result> results;
+  if (!ops_->sample_on_device(logits_.row_slice(0, n), jobs, results)) return false;
+  size_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
+    request_state& r = requests_.at(order[row.batch_index]);
+    sampled_output& o = out.outputs[row.batch_index];
+    if (row.prompt_target >= 0) {
+      o.prompt_logprobs.push_back(std::move(results[k++].logprobs));
+      continue;
+    }
+    o.token_id = results[k].token_id;
+    o.logprobs = std::move(results[k++].logprobs);
+    for (const fork_child& c : r.fork_children) {
+      o.fork_samples.push_back({c.id, results[k].token_id, std::move(results[k].logprobs)});
+      ++k;
+    }
+    r.fork_children.clear();
+  }
+  return true;
+}
+
 void model_runner::handle_row(request_state& r, const logit_row& row, const float* logits,
                               sampled_output& out) {
   const int64_t vocab = model_->config().vocab_size;
@@ -176,14 +249,7 @@ void model_runner::handle_row(request_state& r, const logit_row& row, const floa
     out.prompt_logprobs.push_back(logprobs_of(logits, vocab, target, r.params.prompt_logprobs));
     return;
   }
-  const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
-  sampler_row s = sampler_row_for(r.params, r.seed);
-  s.step = static_cast<uint64_t>(num_outputs);
-  s.prompt_ids = r.token_ids.data();
-  s.num_prompt_ids = r.num_prompt_tokens;
-  s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
-  s.num_output_ids = num_outputs;
-  sample_result sampled = sample_row(logits, vocab, s);
+  sample_result sampled = sample_row(logits, vocab, next_token_row(r));
   out.token_id = sampled.token_id;
   out.logprobs = std::move(sampled.logprobs);
   if (!r.fork_children.empty()) sample_forks(r, logits, out);
@@ -194,11 +260,7 @@ void model_runner::sample_forks(request_state& r, const float* logits, sampled_o
   // prompt logits with its own seed and parameters, as if it had run alone.
   const int64_t vocab = model_->config().vocab_size;
   for (const fork_child& c : r.fork_children) {
-    sampler_row s = sampler_row_for(c.params, c.seed);
-    s.step = 0;
-    s.prompt_ids = r.token_ids.data();
-    s.num_prompt_ids = r.num_prompt_tokens;
-    sample_result sampled = sample_row(logits, vocab, s);
+    sample_result sampled = sample_row(logits, vocab, fork_row(r, c));
     out.fork_samples.push_back({c.id, sampled.token_id, std::move(sampled.logprobs)});
   }
   r.fork_children.clear();
@@ -213,6 +275,7 @@ void model_runner::compute_outputs(const std::vector<request_id>& order,
     const int64_t n = std::min<int64_t>(logits_chunk_rows, static_cast<int64_t>(rows.size() - begin));
     ops_->upload_ints(rows.data() + begin, logit_rows_dev_, n);
     model_->compute_logits(logit_rows_dev_, n, logits_);
+    if (sample_chunk_on_device(order, batch, begin, n, out)) continue;
     ops_->download(logits_.row_slice(0, n), logits_host_.data());
     for (int64_t i = 0; i < n; ++i) {
       const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];

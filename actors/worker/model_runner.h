@@ -91,6 +91,14 @@ class model_runner {
                        step_output& out);
   void handle_row(request_state& r, const logit_row& row, const float* logits,
                   sampled_output& out);
+  // The sampler's view of r's next token, and of a fork child's first.
+  sampler_row next_token_row(const request_state& r) const;
+  sampler_row fork_row(const request_state& parent, const fork_child& c) const;
+  // Samples logits rows [begin, begin + n) of the step where they are
+  // (ops::sample_on_device); false when the backend cannot, or unless
+  // TROUPE_DEVICE_SAMPLING=1 (opt-in until checked on a GPU).
+  bool sample_chunk_on_device(const std::vector<request_id>& order, const host_batch& batch,
+                              size_t begin, int64_t n, step_output& out);
 
   std::unique_ptr<ops> ops_;
   std::unique_ptr<llama_model> model_;

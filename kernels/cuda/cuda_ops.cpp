@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -13,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/rope/rope.h"
+#include "kernels/cuda/sampling/sampling.h"
 
 namespace troupe {
 
@@ -57,6 +59,26 @@ struct cuda_ops::impl {
   int64_t max_num_tokens = 0;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
   std::map<int64_t, cudaGraphExec_t> graphs;
+  // Sampling buffers, grown on demand (outside forward passes and graphs).
+  struct growable {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  growable sample_params, sample_ids, sample_outputs, sample_scratch;
+  std::vector<cuda::sample_params> host_params;
+  std::vector<int32_t> host_ids;
+  std::vector<cuda::sample_output> host_outputs;
+
+  void* ensure(growable& g, size_t bytes) {
+    if (bytes <= g.bytes) return g.ptr;
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    TROUPE_CUDA_CHECK(cudaFree(g.ptr));
+    g.ptr = nullptr;
+    const size_t grown = std::max(bytes, g.bytes * 2);
+    TROUPE_CUDA_CHECK(cudaMalloc(&g.ptr, grown));
+    g.bytes = grown;
+    return g.ptr;
+  }
 };
 
 int cuda_device_count() {
@@ -97,6 +119,80 @@ void cuda_ops::end_capture(int64_t id) {
   }
 }
 
+bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_job>& jobs,
+                                std::vector<sample_result>& out) {
+  TROUPE_CHECK(logits.type == dtype::f32);
+  out.clear();
+  const auto n = static_cast<int64_t>(jobs.size());
+  if (n == 0) return true;
+  impl& m = *impl_;
+  m.host_params.assign(jobs.size(), cuda::sample_params{});
+  m.host_ids.clear();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const sampler_row& r = jobs[i].row;
+    cuda::sample_params& p = m.host_params[i];
+    p.temperature = r.temperature;
+    p.top_p = r.top_p;
+    p.top_k = r.top_k;
+    p.min_p = r.min_p;
+    p.presence_penalty = r.presence_penalty;
+    p.frequency_penalty = r.frequency_penalty;
+    p.repetition_penalty = r.repetition_penalty;
+    p.num_logprobs = r.num_logprobs;
+    p.seed = r.seed;
+    p.step = r.step;
+    p.logits_row = jobs[i].logits_row;
+    p.forced_token = jobs[i].forced_token;
+    // Only rows with penalties need their ids on the device.
+    const bool repetition = r.repetition_penalty != 1.0f;
+    const bool counts = r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f;
+    if (jobs[i].forced_token < 0 && repetition && r.prompt_ids != nullptr) {
+      p.prompt_begin = static_cast<int32_t>(m.host_ids.size());
+      p.num_prompt_ids = static_cast<int32_t>(r.num_prompt_ids);
+      m.host_ids.insert(m.host_ids.end(), r.prompt_ids, r.prompt_ids + r.num_prompt_ids);
+    }
+    if (jobs[i].forced_token < 0 && (repetition || counts) && r.output_ids != nullptr) {
+      p.output_begin = static_cast<int32_t>(m.host_ids.size());
+      p.num_output_ids = static_cast<int32_t>(r.num_output_ids);
+      m.host_ids.insert(m.host_ids.end(), r.output_ids, r.output_ids + r.num_output_ids);
+    }
+  }
+  const size_t params_bytes = jobs.size() * sizeof(cuda::sample_params);
+  const size_t ids_bytes = std::max<size_t>(1, m.host_ids.size()) * sizeof(int32_t);
+  const size_t out_bytes = jobs.size() * sizeof(cuda::sample_output);
+  void* dparams = m.ensure(m.sample_params, params_bytes);
+  void* dids = m.ensure(m.sample_ids, ids_bytes);
+  void* douts = m.ensure(m.sample_outputs, out_bytes);
+  void* scratch = m.ensure(m.sample_scratch, cuda::sample_scratch_bytes(n, logits.cols));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dparams, m.host_params.data(), params_bytes,
+                                    cudaMemcpyHostToDevice, m.stream));
+  if (!m.host_ids.empty()) {
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dids, m.host_ids.data(), m.host_ids.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, m.stream));
+  }
+  cuda::sample(logits.f32(), logits.cols, static_cast<const cuda::sample_params*>(dparams),
+               static_cast<const int32_t*>(dids), n, scratch, nullptr,
+               static_cast<cuda::sample_output*>(douts), m.stream);
+  m.host_outputs.resize(jobs.size());
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(m.host_outputs.data(), douts, out_bytes,
+                                    cudaMemcpyDeviceToHost, m.stream));
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  out.resize(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const cuda::sample_output& o = m.host_outputs[i];
+    sample_result& r = out[i];
+    r.token_id = o.token_id;
+    if (jobs[i].row.num_logprobs >= 0) {
+      r.logprobs.token_id = o.token_id;
+      r.logprobs.logprob = o.logprob;
+      r.logprobs.rank = o.rank;
+      r.logprobs.top_ids.assign(o.top_ids, o.top_ids + o.num_top);
+      r.logprobs.top_logprobs.assign(o.top_logprobs, o.top_logprobs + o.num_top);
+    }
+  }
+  return true;
+}
+
 void cuda_ops::launch_graph(int64_t id) {
   const auto it = impl_->graphs.find(id);
   TROUPE_CHECK_MSG(it != impl_->graphs.end(), "launch_graph: no graph captured with this id");
@@ -106,6 +202,10 @@ void cuda_ops::launch_graph(int64_t id) {
 cuda_ops::~cuda_ops() {
   cudaStreamSynchronize(impl_->stream);
   for (auto& [id, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
+  for (auto* g : {&impl_->sample_params, &impl_->sample_ids, &impl_->sample_outputs,
+                  &impl_->sample_scratch}) {
+    cudaFree(g->ptr);
+  }
   cudaFree(impl_->blas_workspace);
   cudaFree(impl_->attention_workspace);
   for (void* p : impl_->device_buffers) cudaFree(p);
