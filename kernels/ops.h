@@ -131,6 +131,20 @@ class ops {
   virtual void end_capture(int64_t /*id*/) {}
   virtual void launch_graph(int64_t /*id*/) {}
 
+  // The device's timeline, for the idle-time figure: the worker brackets
+  // each step with step_begin/step_end; busy is the span from the step's
+  // first launch to its last result being ready, idle the gaps between one
+  // step's last result and the next step's first launch (host work: the
+  // scheduler, messages, host sampling). Zero on backends without a device.
+  struct timeline {
+    int64_t steps = 0;
+    double busy_seconds = 0;
+    double idle_seconds = 0;
+  };
+  virtual void step_begin() {}
+  virtual void step_end() {}
+  virtual timeline device_timeline() const { return {}; }
+
   // Sampling where the logits are (the CPU sampler's semantics), so that
   // only the results travel: one job per row to sample (or, with
   // forced_token >= 0, to take that token's logprobs: prompt logprobs).

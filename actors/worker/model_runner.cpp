@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "config/logging.h"
 
 namespace troupe {
 
@@ -369,8 +370,18 @@ void model_runner::pad_for_graph(host_batch& batch, int64_t size) const {
   batch.max_seq_len = limits_.max_model_len;
 }
 
+model_runner::~model_runner() {
+  const ops::timeline t = ops_->device_timeline();
+  if (t.steps == 0) return;
+  const double span = t.busy_seconds + t.idle_seconds;
+  get_logger("worker")->info(
+      "device timeline: {} steps, busy {:.3f} s, idle between steps {:.3f} s ({:.1f}% of {:.3f} s)",
+      t.steps, t.busy_seconds, t.idle_seconds, span > 0 ? 100.0 * t.idle_seconds / span : 0.0, span);
+}
+
 step_output model_runner::execute(const step_plan& plan) {
   const auto start = std::chrono::steady_clock::now();
+  ops_->step_begin();
   run_swaps(plan);
   std::vector<request_id> order;
   apply_plan(plan, order);
@@ -401,6 +412,7 @@ step_output model_runner::execute(const step_plan& plan) {
     r.num_scheduled_tokens = 0;
     if (out.outputs[i].token_id >= 0) r.token_ids.push_back(out.outputs[i].token_id);
   }
+  ops_->step_end();
   out.execute_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -32,6 +32,8 @@ class model_runner {
  public:
   model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
                const runner_limits& limits);
+  // Logs the device timeline (busy and idle time across steps), if any.
+  ~model_runner();
 
   step_output execute(const step_plan& plan);
 

@@ -59,6 +59,16 @@ struct cuda_ops::impl {
   int64_t max_num_tokens = 0;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
   std::map<int64_t, cudaGraphExec_t> graphs;
+  // Timeline events: the step's first launch, and its last result (recorded
+  // by each download / device sampling; the last one of a step counts).
+  cudaEvent_t step_start = nullptr, work_end = nullptr, prev_work_end = nullptr;
+  bool in_step = false, have_work_end = false, have_prev = false;
+  ops::timeline line;
+  void mark_work_end() {
+    if (!in_step) return;
+    TROUPE_CUDA_CHECK(cudaEventRecord(work_end, stream));
+    have_work_end = true;
+  }
   // Sampling buffers, grown on demand (outside forward passes and graphs).
   struct growable {
     void* ptr = nullptr;
@@ -100,7 +110,35 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   constexpr size_t blas_workspace_bytes = 32u << 20;
   TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, blas_workspace_bytes));
   TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, blas_workspace_bytes));
+  for (cudaEvent_t* e : {&impl_->step_start, &impl_->work_end, &impl_->prev_work_end}) {
+    TROUPE_CUDA_CHECK(cudaEventCreate(e));
+  }
 }
+
+void cuda_ops::step_begin() {
+  impl& m = *impl_;
+  TROUPE_CUDA_CHECK(cudaEventRecord(m.step_start, m.stream));
+  m.in_step = true;
+  m.have_work_end = false;
+}
+
+void cuda_ops::step_end() {
+  impl& m = *impl_;
+  if (!m.in_step) return;
+  if (!m.have_work_end) m.mark_work_end();  // nothing came back (a prefill chunk): its launches
+  m.in_step = false;
+  TROUPE_CUDA_CHECK(cudaEventSynchronize(m.work_end));
+  float busy_ms = 0, idle_ms = 0;
+  TROUPE_CUDA_CHECK(cudaEventElapsedTime(&busy_ms, m.step_start, m.work_end));
+  if (m.have_prev) TROUPE_CUDA_CHECK(cudaEventElapsedTime(&idle_ms, m.prev_work_end, m.step_start));
+  m.line.steps += 1;
+  m.line.busy_seconds += busy_ms / 1000.0;
+  m.line.idle_seconds += std::max(0.0f, idle_ms) / 1000.0;
+  std::swap(m.work_end, m.prev_work_end);
+  m.have_prev = true;
+}
+
+ops::timeline cuda_ops::device_timeline() const { return impl_->line; }
 
 void cuda_ops::begin_capture() {
   TROUPE_CUDA_CHECK(cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeThreadLocal));
@@ -176,6 +214,7 @@ bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_j
   m.host_outputs.resize(jobs.size());
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(m.host_outputs.data(), douts, out_bytes,
                                     cudaMemcpyDeviceToHost, m.stream));
+  m.mark_work_end();
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   out.resize(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -202,6 +241,7 @@ void cuda_ops::launch_graph(int64_t id) {
 cuda_ops::~cuda_ops() {
   cudaStreamSynchronize(impl_->stream);
   for (auto& [id, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
+  for (cudaEvent_t e : {impl_->step_start, impl_->work_end, impl_->prev_work_end}) cudaEventDestroy(e);
   for (auto* g : {&impl_->sample_params, &impl_->sample_ids, &impl_->sample_outputs,
                   &impl_->sample_scratch}) {
     cudaFree(g->ptr);
@@ -277,6 +317,7 @@ void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
 
 void cuda_ops::download(const tensor& src, float* host) {
   const size_t n = static_cast<size_t>(src.numel());
+  impl_->mark_work_end();
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
   if (src.type == dtype::f32) {
     TROUPE_CUDA_CHECK(cudaMemcpy(host, src.data, n * 4, cudaMemcpyDeviceToHost));

@@ -66,6 +66,9 @@ class cuda_ops final : public ops {
   void begin_capture() override;
   void end_capture(int64_t id) override;
   void launch_graph(int64_t id) override;
+  void step_begin() override;
+  void step_end() override;
+  timeline device_timeline() const override;
   bool sample_on_device(const tensor& logits, const std::vector<sample_job>& jobs,
                         std::vector<sample_result>& out) override;
 
