@@ -8,6 +8,11 @@
 #               against `troupe serve` (bench serve)
 #   prefix      online, prefix dataset with a 2000-token shared prefix, with
 #               prefix caching on and then off
+# and after each of them the same for the peer engine, Hugging Face
+# transformers' continuous batching (benchmarks/peer_transformers.py: random
+# weights from the same config.json, bf16, EOS ignored; offline through its
+# ContinuousBatchingManager, online through that script's /v1/completions
+# driver), with troupe/peer ratios in the summary.
 # Builds nothing: runs build-device/bin/troupe from scripts/device-bundle.sh
 # (extracting build-device.tar.xz when needed). Writes every JSON result and
 # log into OUT_DIR, and a markdown summary (GPU, date, commands, tables) to
@@ -19,6 +24,8 @@
 #   QUICK=1                    a smoke run: prompt counts / 10, fewer iterations
 #   STEPS="latency serve"      only some parts
 #   MODELS="examples/models/qwen2.5-0.5b"
+#   PEER=0                     no peer runs (PEER_STEPS="latency throughput": only some)
+#   PEER_ARGS="--cuda-graph on" extra flags for every peer_transformers.py command
 # A CPU smoke test of the plumbing with the fixture model:
 #   QUICK=1 TROUPE=build-bench/troupe BACKEND=cpu DTYPE=float32 LOAD_FORMAT=auto \
 #     MODELS=tests/data/models/tiny-llama ENGINE_ARGS="--max-model-len 4096" \
@@ -53,7 +60,12 @@ PREFIX_OUTPUT_LEN=${PREFIX_OUTPUT_LEN:-128}
 PREFIX_NUM_PROMPTS=${PREFIX_NUM_PROMPTS:-$(scale 200)}
 PREFIX_CONCURRENCY=${PREFIX_CONCURRENCY:-32}
 PORT=${PORT:-8765}
-SERVER_WAIT=${SERVER_WAIT:-900}  # s for `troupe serve` to answer /health
+SERVER_WAIT=${SERVER_WAIT:-900}  # s for a server to answer /health
+PEER=${PEER:-1}
+PEER_PYTHON=${PEER_PYTHON:-python3}  # the GPU host's python3 has torch and transformers
+PEER_ARGS=${PEER_ARGS:-}
+PEER_STEPS=${PEER_STEPS:-$STEPS}
+PEER_PORT=${PEER_PORT:-$((PORT + 1))}
 
 if [[ -z ${TROUPE:-} ]]; then
   [[ -d build-device ]] || tar -xJf build-device.tar.xz
@@ -67,6 +79,27 @@ read -r -a engine_args <<<"$ENGINE_ARGS"
 common=(--load-format "$LOAD_FORMAT" --backend "$BACKEND" --dtype "$DTYPE" "${engine_args[@]}" --log-level warn)
 has_step() { [[ " $STEPS " == *" $1 "* ]]; }
 log() { echo "bench_matrix: $*" >&2; }
+
+# --- the peer: transformers ---------------------------------------------------
+peer_script=benchmarks/peer_transformers.py
+peer_name=transformers peer_note=
+if [[ $PEER == 1 ]]; then
+  if peer_info=$("$PEER_PYTHON" "$peer_script" check 2>"$out/peer_check.err"); then
+    peer_name=${peer_info%%,*}  # "transformers X.Y.Z"
+    peer_note="$peer_info; $peer_script: random weights from the same config.json, bf16, EOS ignored, sampling at temperature 1; offline through ContinuousBatchingManager (started and warmed up before the clock); online through the script's /v1/completions driver over the same manager (not \`transformers serve\`, see docs/bench.md)"
+  else
+    peer_note="skipped: $("$PEER_PYTHON" --version 2>&1 | head -1): $(tail -1 "$out/peer_check.err")"
+    log "peer $peer_note"
+    PEER=0
+  fi
+else
+  peer_note="skipped (PEER=$PEER)"
+fi
+read -r -a peer_args <<<"$PEER_ARGS"
+peer_mml=$(sed -nE 's/.*--max-model-len[= ]+([0-9]+).*/\1/p' <<<"$ENGINE_ARGS")
+peer_args+=(--max-model-len "${peer_mml:-0}")
+peer_on() { [[ $PEER == 1 && " $PEER_STEPS " == *" $1 "* ]] && has_step "$1"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 commands=()
 run_logged() {  # run_logged LOGFILE CMD...: stdout to LOGFILE, stderr to LOGFILE.err
   local logfile=$1
@@ -81,23 +114,37 @@ run_logged() {  # run_logged LOGFILE CMD...: stdout to LOGFILE, stderr to LOGFIL
 value() { sed -nE "s/^$1[^0-9-]*([-0-9.]+).*/\1/p" "$2" | head -1; }  # value LABEL FILE
 
 # --- the server -------------------------------------------------------------
-server_pid=
-start_server() {  # start_server MODEL LOG EXTRA_ARGS...
-  local model=$1 logfile=$2
-  shift 2
-  commands+=("$TROUPE serve --model $model ${common[*]} $* --host 127.0.0.1 --port $PORT")
-  "$TROUPE" serve --model "$model" "${common[@]}" "$@" --host 127.0.0.1 --port "$PORT" >"$logfile" 2>&1 &
-  server_pid=$!
+server_pid= serve_port=$PORT
+wait_healthy() {  # wait_healthy NAME LOG: until $server_pid answers /health on $serve_port
   local waited=0
-  until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; do
+  until curl -sf "http://127.0.0.1:$serve_port/health" >/dev/null 2>&1; do
     if ! kill -0 "$server_pid" 2>/dev/null || ((waited >= SERVER_WAIT * 2)); then
-      log "troupe serve did not become healthy (see $logfile)"
+      log "$1 did not become healthy (see $2)"
       stop_server
       return 1
     fi
     sleep 0.5
     waited=$((waited + 1))
   done
+}
+start_server() {  # start_server MODEL LOG EXTRA_ARGS...
+  local model=$1 logfile=$2
+  shift 2
+  serve_port=$PORT
+  commands+=("$TROUPE serve --model $model ${common[*]} $* --host 127.0.0.1 --port $PORT")
+  "$TROUPE" serve --model "$model" "${common[@]}" "$@" --host 127.0.0.1 --port "$PORT" >"$logfile" 2>&1 &
+  server_pid=$!
+  wait_healthy "troupe serve" "$logfile"
+}
+start_peer_server() {  # start_peer_server MODEL LOG EXTRA_ARGS...: the peer's /v1/completions driver
+  local model=$1 logfile=$2
+  shift 2
+  serve_port=$PEER_PORT
+  commands+=("$PEER_PYTHON $peer_script serve --model-config $model ${peer_args[*]} $* --host 127.0.0.1 --port $PEER_PORT")
+  "$PEER_PYTHON" "$peer_script" serve --model-config "$model" "${peer_args[@]}" "$@" --host 127.0.0.1 \
+    --port "$PEER_PORT" >"$logfile" 2>&1 &
+  server_pid=$!
+  wait_healthy "the peer server ($peer_script serve)" "$logfile"
 }
 stop_server() {
   [[ -n $server_pid ]] || return 0
@@ -113,12 +160,14 @@ bench_serve() {  # bench_serve MODEL_DIR NAME ARGS...
   local model=$1 name=$2 vocab
   shift 2
   vocab=$(sed -nE 's/.*"vocab_size"[^0-9]*([0-9]+).*/\1/p' "$model/config.json" | head -1)
-  run_logged "$out/$name.txt" "$TROUPE" bench serve --base-url "http://127.0.0.1:$PORT" --vocab-size "${vocab:-32000}" \
+  run_logged "$out/$name.txt" "$TROUPE" bench serve --base-url "http://127.0.0.1:$serve_port" --vocab-size "${vocab:-32000}" \
     --metric-percentiles 50,90,99 --disable-progress --json-out "$out/$name.json" "$@"
 }
 
 # --- the tables -------------------------------------------------------------
 lat_rows=() tp_rows=() serve_rows=() prefix_rows=()
+cmp_lat_rows=() cmp_tp_rows=() cmp_serve_rows=() cmp_prefix_rows=()
+declare -A t_serve  # "NAME FIELD" -> troupe's figure, for the ratios
 serve_row() {  # serve_row FILE: the figures of a bench serve table
   local f=$1
   printf '%s | %s | %s | %s | %s | %s | %s | %s | %s | %s' \
@@ -127,29 +176,96 @@ serve_row() {  # serve_row FILE: the figures of a bench serve table
     "$(value 'Mean TTFT' "$f")" "$(value 'P99 TTFT' "$f")" "$(value 'Mean TPOT' "$f")" \
     "$(value 'P99 TPOT' "$f")" "$(value 'Mean ITL' "$f")" "$(value 'P99 E2EL' "$f")"
 }
+lat_row() {  # lat_row FILE: the figures of a bench latency output (troupe's or the peer's: same lines)
+  local f=$1
+  printf '%s | %s | %s | %s | %s' "$(value 'Avg latency:' "$f")" "$(value '50% percentile latency:' "$f")" \
+    "$(value '99% percentile latency:' "$f")" "$(value 'Avg prefill time:' "$f")" \
+    "$(value 'Avg decode time per output token' "$f")"
+}
+tp_figures() {  # tp_figures FILE: "req/s total-tok/s output-tok/s" of a bench throughput output
+  sed -nE 's/^Throughput: ([0-9.]+) requests\/s, ([0-9.]+) total tokens\/s, ([0-9.]+) output tokens\/s/\1 \2 \3/p' "$1"
+}
+tp_row() {
+  local v
+  read -r -a v <<<"$(tp_figures "$1")"
+  printf '%s | %s | %s | %s | %s' "${v[0]:-}" "${v[1]:-}" "${v[2]:-}" "$(value 'Elapsed time' "$1")" \
+    "$(value 'Preemptions:' "$1" | grep . || echo n/a)"
+}
+serve_cmp() {  # serve_cmp troupe|peer serve|prefix KEY FILE: keeps troupe's figures; for the peer, a ratio row
+  local engine=$1 kind=$2 key="$2 $3" f=$4 out_tps ttft tpot failed
+  out_tps=$(value 'Output token throughput' "$f") ttft=$(value 'Mean TTFT' "$f") tpot=$(value 'Mean TPOT' "$f")
+  failed=$(value 'Failed requests:' "$f")
+  if [[ $engine == troupe ]]; then
+    t_serve["$key out"]=$out_tps t_serve["$key ttft"]=$ttft t_serve["$key tpot"]=$tpot
+    return
+  fi
+  local t_out=${t_serve["$key out"]:-} t_ttft=${t_serve["$key ttft"]:-} t_tpot=${t_serve["$key tpot"]:-} row
+  local -a k
+  read -r -a k <<<"$3"
+  row="| ${k[0]} | ${k[1]} | $t_out | $out_tps | $(ratio "$t_out" "$out_tps") | $t_ttft | $ttft | $(ratio "$t_ttft" "$ttft") | $t_tpot | $tpot | $(ratio "$t_tpot" "$tpot") | $failed |"
+  if [[ $kind == prefix ]]; then cmp_prefix_rows+=("$row"); else cmp_serve_rows+=("$row"); fi
+}
 
 for model in $MODELS; do
   tag=$(basename "$model")
   if has_step latency; then
-    f="$out/latency_${tag}_b1.txt"
+    f="$out/latency_${tag}_b1.txt" t_lat=()
     if run_logged "$f" "$TROUPE" bench latency --model "$model" "${common[@]}" --batch-size 1 \
       --input-len "$LAT_INPUT_LEN" --output-len "$LAT_OUTPUT_LEN" --num-iters "$LAT_ITERS" \
       --num-iters-warmup "$LAT_WARMUP" --json-out "$out/latency_${tag}_b1.json"; then
-      lat_rows+=("| $tag | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(value 'Avg latency:' "$f") | $(value '50% percentile latency:' "$f") | $(value '99% percentile latency:' "$f") | $(value 'Avg prefill time:' "$f") | $(value 'Avg decode time per output token' "$f") |")
+      lat_rows+=("| $tag | troupe | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
+      t_lat=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
+    fi
+    if peer_on latency; then
+      f="$out/peer_latency_${tag}_b1.txt"
+      if run_logged "$f" "$PEER_PYTHON" "$peer_script" latency --model-config "$model" "${peer_args[@]}" \
+        --batch-size 1 --input-len "$LAT_INPUT_LEN" --output-len "$LAT_OUTPUT_LEN" --num-iters "$LAT_ITERS" \
+        --num-iters-warmup "$LAT_WARMUP" --json-out "$out/peer_latency_${tag}_b1.json"; then
+        lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
+        p=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
+        cmp_lat_rows+=("| $tag | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | ${t_lat[0]:-} | ${p[0]} | $(ratio "${t_lat[0]:-}" "${p[0]}") | ${t_lat[1]:-} | ${p[1]} | $(ratio "${t_lat[1]:-}" "${p[1]}") | ${t_lat[2]:-} | ${p[2]} | $(ratio "${t_lat[2]:-}" "${p[2]}") |")
+      else
+        lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | failed: $(basename "$f").err |||||")
+      fi
     fi
   fi
   if has_step throughput; then
     for shape in $TP_SHAPES; do
-      in=${shape%:*} o=${shape#*:}
+      in=${shape%:*} o=${shape#*:} t_tp=()
       f="$out/throughput_${tag}_${in}_${o}.txt"
       if run_logged "$f" "$TROUPE" bench throughput --model "$model" "${common[@]}" --num-prompts "$TP_NUM_PROMPTS" \
         --input-len "$in" --output-len "$o" --json-out "$out/throughput_${tag}_${in}_${o}.json"; then
-        tp=$(sed -nE 's/^Throughput: ([0-9.]+) requests\/s, ([0-9.]+) total tokens\/s, ([0-9.]+) output tokens\/s/\1 | \2 | \3/p' "$f")
-        tp_rows+=("| $tag | $TP_NUM_PROMPTS | $in | $o | $tp | $(value 'Elapsed time' "$f") | $(value 'Preemptions:' "$f") |")
+        tp_rows+=("| $tag | troupe | $TP_NUM_PROMPTS | $in | $o | $(tp_row "$f") |")
+        read -r -a t_tp <<<"$(tp_figures "$f")"
+      fi
+      if peer_on throughput; then
+        f="$out/peer_throughput_${tag}_${in}_${o}.txt"
+        if run_logged "$f" "$PEER_PYTHON" "$peer_script" offline --model-config "$model" "${peer_args[@]}" \
+          --num-prompts "$TP_NUM_PROMPTS" --input-len "$in" --output-len "$o" \
+          --json-out "$out/peer_throughput_${tag}_${in}_${o}.json"; then
+          tp_rows+=("| $tag | $peer_name | $TP_NUM_PROMPTS | $in | $o | $(tp_row "$f") |")
+          read -r -a p <<<"$(tp_figures "$f")"
+          cmp_tp_rows+=("| $tag | $TP_NUM_PROMPTS | $in | $o | ${t_tp[2]:-} | ${p[2]:-} | $(ratio "${t_tp[2]:-}" "${p[2]:-}") | ${t_tp[1]:-} | ${p[1]:-} | $(ratio "${t_tp[1]:-}" "${p[1]:-}") | ${t_tp[0]:-} | ${p[0]:-} | $(ratio "${t_tp[0]:-}" "${p[0]:-}") |")
+        else
+          tp_rows+=("| $tag | $peer_name | $TP_NUM_PROMPTS | $in | $o | failed: $(basename "$f").err |||||")
+        fi
       fi
     done
   fi
-  if has_step serve && start_server "$model" "$out/serve_${tag}.log"; then
+  # Online: troupe at every rate, then the peer at the same rates, prompts and seeds.
+  for engine in troupe peer; do
+    has_step serve || break
+    if [[ $engine == troupe ]]; then
+      start_server "$model" "$out/serve_${tag}.log" || continue
+      prefix=serve label=troupe
+    else
+      peer_on serve || break
+      if ! start_peer_server "$model" "$out/peer_serve_${tag}.log"; then
+        serve_rows+=("| $tag | $peer_name | all | | not available: the peer server did not start (peer_serve_${tag}.log) ||||||||||")
+        continue
+      fi
+      prefix=peer_serve label=$peer_name
+    fi
     seed=0
     for rate in $SERVE_RATES; do
       n=$SERVE_NUM_PROMPTS
@@ -157,27 +273,44 @@ for model in $MODELS; do
         cap=$(awk -v r="$rate" -v s="$SERVE_MAX_SECONDS" 'BEGIN { c = int(r * s); print (c < 32 ? 32 : c) }')
         ((n > cap)) && n=$cap
       fi
-      name="serve_${tag}_rate${rate}"
+      name="${prefix}_${tag}_rate${rate}"
       seed=$((seed + 1))  # other prompts each run: nothing left in the prefix cache helps
-      bench_serve "$model" "$name" --dataset random --input-len "$SERVE_INPUT_LEN" --output-len "$SERVE_OUTPUT_LEN" \
-        --num-prompts "$n" --request-rate "$rate" --seed "$seed" &&
-        serve_rows+=("| $tag | $rate | $n | $(serve_row "$out/$name.txt") |")
+      if bench_serve "$model" "$name" --dataset random --input-len "$SERVE_INPUT_LEN" --output-len "$SERVE_OUTPUT_LEN" \
+        --num-prompts "$n" --request-rate "$rate" --seed "$seed"; then
+        serve_rows+=("| $tag | $label | $rate | $n | $(serve_row "$out/$name.txt") |")
+        serve_cmp "$engine" serve "$tag $rate" "$out/$name.txt"
+      fi
     done
     stop_server
-  fi
+  done
   if has_step prefix; then
     for caching in on off; do
-      flag=--enable-prefix-caching
-      [[ $caching == off ]] && flag=--no-enable-prefix-caching
-      start_server "$model" "$out/prefix_${tag}_${caching}.log" "$flag" || continue
-      name="prefix_${tag}_caching_${caching}"
-      if bench_serve "$model" "$name" --dataset prefix --prefix-len "$PREFIX_LEN" --num-prefix-groups "$PREFIX_GROUPS" \
-        --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$PREFIX_NUM_PROMPTS" \
-        --max-concurrency "$PREFIX_CONCURRENCY"; then
-        hit=$(value 'Prefix cache hit rate' "$out/$name.txt")
-        prefix_rows+=("| $tag | $caching | ${hit:-n/a} | $(serve_row "$out/$name.txt") |")
-      fi
-      stop_server
+      for engine in troupe peer; do
+        name="prefix_${tag}_caching_${caching}"
+        if [[ $engine == troupe ]]; then
+          flag=--enable-prefix-caching
+          [[ $caching == off ]] && flag=--no-enable-prefix-caching
+          start_server "$model" "$out/prefix_${tag}_${caching}.log" "$flag" || continue
+          label=troupe
+        else
+          peer_on prefix || continue
+          peer_flags=()
+          [[ $caching == off ]] && peer_flags=(--no-prefix-caching)
+          if ! start_peer_server "$model" "$out/peer_prefix_${tag}_${caching}.log" "${peer_flags[@]}"; then
+            prefix_rows+=("| $tag | $peer_name | $caching | | not available: the peer server did not start (peer_prefix_${tag}_${caching}.log) ||||||||||")
+            continue
+          fi
+          name="peer_$name" label=$peer_name
+        fi
+        if bench_serve "$model" "$name" --dataset prefix --prefix-len "$PREFIX_LEN" --num-prefix-groups "$PREFIX_GROUPS" \
+          --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$PREFIX_NUM_PROMPTS" \
+          --max-concurrency "$PREFIX_CONCURRENCY"; then
+          hit=$(value 'Prefix cache hit rate' "$out/$name.txt")
+          prefix_rows+=("| $tag | $label | $caching | ${hit:-n/a} | $(serve_row "$out/$name.txt") |")
+          serve_cmp "$engine" prefix "$tag $caching" "$out/$name.txt"
+        fi
+        stop_server
+      done
     done
   fi
 done
@@ -191,22 +324,23 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
   echo "- GPU: ${gpu:-none (nvidia-smi not found)}"
   echo "- troupe: $TROUPE, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "- models: $MODELS (load_format $LOAD_FORMAT, dtype $DTYPE, backend $BACKEND, $ENGINE_ARGS)"
+  echo "- peer: $peer_note"
   [[ $QUICK == 1 ]] && echo "- QUICK=1: prompt counts divided by 10"
   echo "- results: $out (one JSON per run, with every figure and per-request arrays)"
   if ((${#lat_rows[@]})); then
     echo
     echo "## Latency (bench latency, batch 1)"
     echo
-    echo "| model | batch | input | output | avg s | p50 s | p99 s | prefill s | decode ms/token |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| model | engine | batch | input | output | avg s | p50 s | p99 s | prefill s | decode ms/token |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${lat_rows[@]}"
   fi
   if ((${#tp_rows[@]})); then
     echo
     echo "## Offline throughput (bench throughput)"
     echo
-    echo "| model | prompts | input | output | req/s | total tok/s | output tok/s | elapsed s | preemptions |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| model | engine | prompts | input | output | req/s | total tok/s | output tok/s | elapsed s | preemptions |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${tp_rows[@]}"
   fi
   header="| ok | failed | req/s | output tok/s | mean TTFT ms | p99 TTFT ms | mean TPOT ms | p99 TPOT ms | mean ITL ms | p99 E2EL ms |"
@@ -215,17 +349,58 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
     echo
     echo "## Online serving (bench serve, random $SERVE_INPUT_LEN in / $SERVE_OUTPUT_LEN out)"
     echo
-    echo "| model | request rate | prompts ${header}"
-    echo "| --- | --- | --- ${rule}"
+    echo "| model | engine | request rate | prompts ${header}"
+    echo "| --- | --- | --- | --- ${rule}"
     printf '%s\n' "${serve_rows[@]}"
   fi
   if ((${#prefix_rows[@]})); then
     echo
     echo "## Prefix caching (bench serve, $PREFIX_GROUPS groups sharing a $PREFIX_LEN-token prefix, suffix $PREFIX_SUFFIX_LEN, output $PREFIX_OUTPUT_LEN, max concurrency $PREFIX_CONCURRENCY)"
     echo
-    echo "| model | prefix caching | hit rate % ${header}"
-    echo "| --- | --- | --- ${rule}"
+    echo "| model | engine | prefix caching | hit rate % ${header}"
+    echo "| --- | --- | --- | --- ${rule}"
     printf '%s\n' "${prefix_rows[@]}"
+  fi
+  if ((${#cmp_lat_rows[@]} + ${#cmp_tp_rows[@]} + ${#cmp_serve_rows[@]} + ${#cmp_prefix_rows[@]})); then
+    echo
+    echo "## troupe / $peer_name"
+    echo
+    echo "The same shapes on the same GPU, each ratio troupe's figure over the peer's: above 1 for"
+    echo "throughput, below 1 for times, means troupe is ahead."
+  fi
+  if ((${#cmp_lat_rows[@]})); then
+    echo
+    echo "### Latency (batch 1)"
+    echo
+    echo "| model | input | output | troupe avg s | peer avg s | troupe/peer | troupe prefill s | peer prefill s | troupe/peer | troupe decode ms/token | peer decode ms/token | troupe/peer |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    printf '%s\n' "${cmp_lat_rows[@]}"
+  fi
+  if ((${#cmp_tp_rows[@]})); then
+    echo
+    echo "### Offline throughput"
+    echo
+    echo "| model | prompts | input | output | troupe output tok/s | peer output tok/s | troupe/peer | troupe total tok/s | peer total tok/s | troupe/peer | troupe req/s | peer req/s | troupe/peer |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    printf '%s\n' "${cmp_tp_rows[@]}"
+  fi
+  cmp_header="| troupe output tok/s | peer output tok/s | troupe/peer | troupe mean TTFT ms | peer mean TTFT ms | troupe/peer | troupe mean TPOT ms | peer mean TPOT ms | troupe/peer | peer failed |"
+  cmp_rule="| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  if ((${#cmp_serve_rows[@]})); then
+    echo
+    echo "### Online serving (random $SERVE_INPUT_LEN in / $SERVE_OUTPUT_LEN out)"
+    echo
+    echo "| model | request rate ${cmp_header}"
+    echo "| --- | --- ${cmp_rule}"
+    printf '%s\n' "${cmp_serve_rows[@]}"
+  fi
+  if ((${#cmp_prefix_rows[@]})); then
+    echo
+    echo "### Prefix caching"
+    echo
+    echo "| model | prefix caching ${cmp_header}"
+    echo "| --- | --- ${cmp_rule}"
+    printf '%s\n' "${cmp_prefix_rows[@]}"
   fi
   echo
   echo "## Commands"
