@@ -82,17 +82,6 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
 #endif
 }
 
-// Bytes the model_runner allocates besides the KV cache (index arrays and
-// the logits chunk, see model_runner's constructor), plus a fixed headroom
-// for cuBLAS workspaces and CUDA graphs.
-int64_t runner_reserved_bytes(const model_config& model, const engine_limits& limits) {
-  const int64_t t = limits.max_num_batched_tokens, s = limits.max_num_seqs;
-  const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
-  const int64_t ints = (4 * t + 2 * s + 1 + s * max_blocks) * 4;
-  const int64_t logits = 64 * model.vocab_size * 4;
-  return ints + logits + (256LL << 20);
-}
-
 result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
                                                   const model_config& model,
                                                   engine_limits& limits) {
@@ -137,7 +126,14 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
     gpu_memory_state m;
     if (!cuda::memory_info(m.free, m.total)) return make_error("backend cuda: cudaMemGetInfo failed");
     m.weights = free_before - m.free;
-    m.reserved = runner_reserved_bytes(model, limits);
+    runner_limits planned;
+    planned.max_num_batched_tokens = limits.max_num_batched_tokens;
+    planned.max_num_seqs = limits.max_num_seqs;
+    planned.max_model_len = limits.max_model_len;
+    planned.block_size = limits.block_size;
+    // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
+    // graphs and the sampler's scratch.
+    m.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20);
     auto blocks = plan_gpu_kv_blocks(m, config.gpu_memory_utilization, limits.kv_bytes_per_block,
                                      limits.block_size, limits.max_model_len);
     if (!blocks) return std::move(blocks).take_error();
@@ -197,18 +193,17 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.kv_bytes_per_block = 2 * model.num_hidden_layers * config.block_size *
                          model.num_key_value_heads * model.head_dim * element_bytes;
   const int64_t blocks_per_seq = (l.max_model_len + l.block_size - 1) / l.block_size;
+  l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
   if (config.num_gpu_blocks_override) {
     l.num_blocks = *config.num_gpu_blocks_override + 1;
   } else if (cuda) {
     l.num_blocks = 0;  // the memory plan decides, once the weights are loaded
-    l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
     return l;
   } else {
     const auto budget = static_cast<int64_t>(config.cpu_kvcache_space * gib);
     // No more than every sequence at full length could use.
     l.num_blocks = std::min(budget / l.kv_bytes_per_block, l.max_num_seqs * blocks_per_seq) + 1;
   }
-  l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
   if (l.num_blocks - 1 < blocks_per_seq) {
     return make_error("the KV cache holds " + std::to_string((l.num_blocks - 1) * l.block_size) +
                       " tokens (" + std::to_string(l.num_blocks - 1) + " blocks of " +

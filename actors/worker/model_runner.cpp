@@ -32,6 +32,13 @@ sampler_row sampler_row_for(const sampling_params& p, uint64_t seed) {
 
 }  // namespace
 
+int64_t model_runner::buffer_bytes(const runner_limits& limits, int64_t vocab_size) {
+  const int64_t t = limits.max_num_batched_tokens, s = limits.max_num_seqs;
+  const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
+  const int64_t ints = 4 * t + (s + 1) + s + s * max_blocks;  // as allocated below
+  return ints * 4 + logits_chunk_rows * vocab_size * 4;
+}
+
 model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
                            const runner_limits& limits)
     : ops_(std::move(backend)), model_(std::move(model)), limits_(limits) {

@@ -35,6 +35,10 @@ class model_runner {
   // Logs the device timeline (busy and idle time across steps), if any.
   ~model_runner();
 
+  // Bytes of backend memory the constructor allocates besides the KV cache
+  // (index arrays and the logits chunk): the memory plan reserves them.
+  static int64_t buffer_bytes(const runner_limits& limits, int64_t vocab_size);
+
   step_output execute(const step_plan& plan);
 
   // Decode steps (every request one token) run as CUDA graphs, one per
