@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/sampler.h"  // sampler_row, sample_result
@@ -103,6 +104,18 @@ class ops {
   // Writes k and v rows to the cache at slot_mapping (slot -1: skipped).
   virtual void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                               const kv_cache_layer& cache) = 0;
+  // The attention block's input side in one op (fused on cuda): qkv is the
+  // fused projection's output [n, (num_heads + 2 num_kv_heads) * head_dim]
+  // (q heads, then k, then v). q and k heads get a per-head RMSNorm when
+  // q_norm / k_norm are given (Qwen3), then RoPE; q goes to q_out [n,
+  // num_heads * head_dim], k and v to the cache at slot_mapping (slot -1:
+  // skipped). Equal to head_rms_norm, rope and write_kv_cache on the split
+  // columns.
+  virtual void qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                              int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
+                              float eps, const int32_t* positions, const rope_tables& tables,
+                              const int32_t* slot_mapping, const kv_cache_layer& cache,
+                              const tensor& q_out) = 0;
   // Causal attention of q over the paged cache (which already holds this
   // step's keys and values: a layer's write_kv_cache for the whole batch runs
   // before its attention, which prefix-cache hits within one step rely on). GQA: query head h reads KV head h / (H / Hkv).
@@ -144,6 +157,10 @@ class ops {
   virtual void step_begin() {}
   virtual void step_end() {}
   virtual timeline device_timeline() const { return {}; }
+  // With TROUPE_PROFILE_OPS=1 (cuda; eager steps only, graph replays count
+  // as one op): each op's device time, summed per op and shape, as a table
+  // (empty otherwise). For finding where a step's time goes.
+  virtual std::string op_profile() const { return {}; }
 
   // Sampling where the logits are (the CPU sampler's semantics), so that
   // only the results travel: one job per row to sample (or, with

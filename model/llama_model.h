@@ -69,13 +69,14 @@ class llama_model {
  private:
   struct layer_weights {
     tensor input_norm, post_attention_norm;
-    tensor q_proj, k_proj, v_proj, o_proj;
-    tensor q_bias, k_bias, v_bias;  // Qwen2 only
+    // q, k and v stacked: [(heads + 2 kv_heads) * head_dim, hidden], one GEMM.
+    tensor qkv_proj, o_proj;
+    tensor qkv_bias;                // Qwen2 only, stacked the same way
     tensor q_norm, k_norm;          // Qwen3 only
     tensor gate_up_proj, down_proj;  // gate and up stacked: [2 * intermediate, hidden]
   };
   struct workspace {
-    tensor hidden, residual, normed, q, k, v, attn, gate_up, act, selected;
+    tensor hidden, residual, normed, qkv, q, attn, gate_up, act, selected;
   };
 
   llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type);

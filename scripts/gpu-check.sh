@@ -28,7 +28,7 @@ done
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
 declare -a benches=()
-for b in build-device/bin/attention_bench; do
+for b in build-device/bin/attention_bench build-device/bin/gemm_bench; do
   [[ -x $b ]] || continue
   name=$(basename "$b")
   if "$b" >"$out/$name.log" 2>&1; then status=ran; benches+=("$out/$name.log"); else status=FAIL; fi

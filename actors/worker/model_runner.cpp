@@ -198,10 +198,11 @@ sampler_row model_runner::fork_row(const request_state& parent, const fork_child
 bool model_runner::sample_chunk_on_device(const std::vector<request_id>& order,
                                           const host_batch& batch, size_t begin, int64_t n,
                                           step_output& out) {
-  // Opt-in until the wiring has been checked on a GPU (docs/gpu.md).
+  // On by default where the backend can (cuda); TROUPE_DEVICE_SAMPLING=0
+  // downloads the logits rows and samples on the host instead (docs/gpu.md).
   static const bool enabled = [] {
     const char* v = std::getenv("TROUPE_DEVICE_SAMPLING");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   if (!enabled) return false;
   // One job per logits row (a prompt logprob: its target forced), plus one
@@ -378,6 +379,9 @@ void model_runner::pad_for_graph(host_batch& batch, int64_t size) const {
 }
 
 model_runner::~model_runner() {
+  if (const std::string profile = ops_->op_profile(); !profile.empty()) {
+    get_logger("worker")->info("{}", profile);
+  }
   const ops::timeline t = ops_->device_timeline();
   if (t.steps == 0) return;
   const double span = t.busy_seconds + t.idle_seconds;

@@ -150,29 +150,69 @@ void cpu_ops::linear(const tensor& x, const tensor& w, const tensor* bias, const
   }
 }
 
+namespace {
+
+// RoPE (rotate-half) of `heads` consecutive heads at x, at `pos`.
+void rotate_heads(float* x, int64_t heads, int64_t head_dim, int32_t pos,
+                  const rope_tables& tables) {
+  const int64_t half = head_dim / 2;
+  TROUPE_CHECK(pos >= 0 && pos < tables.cos.rows);
+  const float* c = tables.cos.f32() + pos * half;
+  const float* s = tables.sin.f32() + pos * half;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* xh = x + h * head_dim;
+    for (int64_t j = 0; j < half; ++j) {
+      const float x1 = xh[j];
+      const float x2 = xh[j + half];
+      xh[j] = x1 * c[j] - x2 * s[j];
+      xh[j + half] = x2 * c[j] + x1 * s[j];
+    }
+  }
+}
+
+}  // namespace
+
 void cpu_ops::rope(const tensor& q, const tensor& k, const int32_t* positions,
                    int64_t head_dim, const rope_tables& tables) {
-  const int64_t half = head_dim / 2;
-  TROUPE_CHECK(tables.cos.cols == half && q.rows == k.rows);
-  auto rotate = [&](const tensor& t, int64_t row) {
-    const int32_t pos = positions[row];
-    TROUPE_CHECK(pos >= 0 && pos < tables.cos.rows);
-    const float* c = tables.cos.f32() + pos * half;
-    const float* s = tables.sin.f32() + pos * half;
-    for (int64_t h = 0; h < t.cols / head_dim; ++h) {
-      float* x = t.f32() + row * t.cols + h * head_dim;
-      for (int64_t j = 0; j < half; ++j) {
-        const float x1 = x[j];
-        const float x2 = x[j + half];
-        x[j] = x1 * c[j] - x2 * s[j];
-        x[j + half] = x2 * c[j] + x1 * s[j];
-      }
+  TROUPE_CHECK(tables.cos.cols == head_dim / 2 && q.rows == k.rows);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < q.rows; ++i) {
+    rotate_heads(q.f32() + i * q.cols, q.cols / head_dim, head_dim, positions[i], tables);
+    rotate_heads(k.f32() + i * k.cols, k.cols / head_dim, head_dim, positions[i], tables);
+  }
+}
+
+void cpu_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                             int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
+                             float eps, const int32_t* positions, const rope_tables& tables,
+                             const int32_t* slot_mapping, const kv_cache_layer& cache,
+                             const tensor& q_out) {
+  const int64_t q_cols = num_heads * head_dim, kv_cols = num_kv_heads * head_dim;
+  TROUPE_CHECK(qkv.cols == q_cols + 2 * kv_cols && q_out.cols == q_cols && q_out.rows >= qkv.rows);
+  TROUPE_CHECK(cache.k.cols == kv_cols && cache.v.cols == kv_cols);
+  TROUPE_CHECK(tables.cos.cols == head_dim / 2);
+  auto norm_heads = [&](float* x, int64_t heads, const tensor* w) {
+    if (w == nullptr) return;
+    for (int64_t h = 0; h < heads; ++h) {
+      rms_norm_row(x + h * head_dim, w->f32(), eps, head_dim, x + h * head_dim);
     }
   };
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < q.rows; ++i) {
-    rotate(q, i);
-    rotate(k, i);
+  for (int64_t i = 0; i < qkv.rows; ++i) {
+    const float* row = qkv.f32() + i * qkv.cols;
+    float* q = q_out.f32() + i * q_out.cols;
+    std::memcpy(q, row, static_cast<size_t>(q_cols) * sizeof(float));
+    norm_heads(q, num_heads, q_norm);
+    rotate_heads(q, num_heads, head_dim, positions[i], tables);
+    const int32_t slot = slot_mapping[i];
+    if (slot < 0) continue;  // padding
+    TROUPE_CHECK(slot < cache.k.rows);
+    float* k = cache.k.f32() + slot * kv_cols;
+    std::memcpy(k, row + q_cols, static_cast<size_t>(kv_cols) * sizeof(float));
+    norm_heads(k, num_kv_heads, k_norm);
+    rotate_heads(k, num_kv_heads, head_dim, positions[i], tables);
+    std::memcpy(cache.v.f32() + slot * kv_cols, row + q_cols + kv_cols,
+                static_cast<size_t>(kv_cols) * sizeof(float));
   }
 }
 

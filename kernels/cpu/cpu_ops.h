@@ -33,6 +33,11 @@ class cpu_ops final : public ops {
   void linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) override;
   void rope(const tensor& q, const tensor& k, const int32_t* positions, int64_t head_dim,
             const rope_tables& tables) override;
+  void qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                      int64_t head_dim, const tensor* q_norm, const tensor* k_norm, float eps,
+                      const int32_t* positions, const rope_tables& tables,
+                      const int32_t* slot_mapping, const kv_cache_layer& cache,
+                      const tensor& q_out) override;
   void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                       const kv_cache_layer& cache) override;
   void paged_attention(const tensor& q, const kv_cache_layer& cache,

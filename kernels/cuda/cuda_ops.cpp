@@ -4,8 +4,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "common/check.h"
 #include "kernels/cuda/activation/activation.h"
@@ -57,6 +60,7 @@ struct cuda_ops::impl {
   void* attention_workspace = nullptr;  // split-KV decode partials (owned, not in device_buffers)
   size_t attention_workspace_bytes = 0;
   int64_t max_num_tokens = 0;
+  cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
   std::map<int64_t, cudaGraphExec_t> graphs;
   // Timeline events: the step's first launch, and its last result (recorded
@@ -64,6 +68,53 @@ struct cuda_ops::impl {
   cudaEvent_t step_start = nullptr, work_end = nullptr, prev_work_end = nullptr;
   bool in_step = false, have_work_end = false, have_prev = false;
   ops::timeline line;
+  // The op profiler (TROUPE_PROFILE_OPS=1): an event pair per op of the
+  // step, resolved at step_end into totals per op name.
+  struct op_stat {
+    int64_t calls = 0;
+    double ms = 0;
+    double bytes = 0;
+  };
+  struct op_span {
+    std::string name;
+    double bytes;
+    cudaEvent_t begin, end;
+  };
+  bool profile = [] {
+    const char* v = std::getenv("TROUPE_PROFILE_OPS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  std::vector<cudaEvent_t> event_pool;
+  size_t events_used = 0;
+  std::vector<op_span> spans;
+  std::map<std::string, op_stat> op_stats;
+  cudaEvent_t next_event() {
+    if (events_used == event_pool.size()) {
+      cudaEvent_t e = nullptr;
+      TROUPE_CUDA_CHECK(cudaEventCreate(&e));
+      event_pool.push_back(e);
+    }
+    return event_pool[events_used++];
+  }
+  bool profiling() const {
+    if (!profile || !in_step) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    TROUPE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    return status == cudaStreamCaptureStatusNone;
+  }
+  void resolve_spans() {
+    for (const op_span& s : spans) {
+      TROUPE_CUDA_CHECK(cudaEventSynchronize(s.end));
+      float ms = 0;
+      TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, s.begin, s.end));
+      op_stat& st = op_stats[s.name];
+      st.calls += 1;
+      st.ms += ms;
+      st.bytes += s.bytes;
+    }
+    spans.clear();
+    events_used = 0;
+  }
   void mark_work_end() {
     if (!in_step) return;
     TROUPE_CUDA_CHECK(cudaEventRecord(work_end, stream));
@@ -91,6 +142,61 @@ struct cuda_ops::impl {
   }
 };
 
+namespace {
+
+// Brackets one op with events when the profiler is on (see impl::op_span).
+class op_scope {
+ public:
+  op_scope(cuda_ops::impl& m, const char* name, double bytes = 0) : m_(m) {
+    if (!m.profiling()) return;
+    active_ = true;
+    span_.name = name;
+    span_.bytes = bytes;
+    span_.begin = m.next_event();
+    span_.end = m.next_event();
+    TROUPE_CUDA_CHECK(cudaEventRecord(span_.begin, m.stream));
+  }
+  op_scope(cuda_ops::impl& m, std::string name, double bytes) : op_scope(m, "", bytes) {
+    span_.name = std::move(name);
+  }
+  ~op_scope() {
+    if (!active_) return;
+    TROUPE_CUDA_CHECK(cudaEventRecord(span_.end, m_.stream));
+    m_.spans.push_back(std::move(span_));
+  }
+  op_scope(const op_scope&) = delete;
+  op_scope& operator=(const op_scope&) = delete;
+
+ private:
+  cuda_ops::impl& m_;
+  bool active_ = false;
+  cuda_ops::impl::op_span span_{};
+};
+
+}  // namespace
+
+std::string cuda_ops::op_profile() const {
+  const impl& m = *impl_;
+  if (m.op_stats.empty()) return {};
+  std::vector<std::pair<std::string, impl::op_stat>> rows(m.op_stats.begin(), m.op_stats.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.ms;
+  std::string out = "op profile (device time per op, eager steps):\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-44s %8s %10s %6s %10s %9s\n", "op", "calls", "total ms",
+                "share", "mean us", "GB/s");
+  out += line;
+  for (const auto& [name, st] : rows) {
+    const double gbps = st.bytes > 0 && st.ms > 0 ? st.bytes / (st.ms * 1e6) : 0.0;
+    std::snprintf(line, sizeof line, "  %-44s %8lld %10.3f %5.1f%% %10.2f %9.0f\n", name.c_str(),
+                  static_cast<long long>(st.calls), st.ms, total > 0 ? 100.0 * st.ms / total : 0.0,
+                  1000.0 * st.ms / static_cast<double>(st.calls), gbps);
+    out += line;
+  }
+  return out;
+}
+
 int cuda_device_count() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
@@ -103,7 +209,8 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   TROUPE_CUBLAS_CHECK(cublasCreate(&impl_->blas));
   TROUPE_CUBLAS_CHECK(cublasSetStream(impl_->blas, impl_->stream));
-  // float32 tensors are strict float32: no TF32 tensor-core shortcuts.
+  // Math mode per GEMM (linear): pedantic for float32 tensors (strict
+  // float32, no TF32), the default (all tensor-core kernels) for bf16/f16.
   TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_PEDANTIC_MATH));
   // A workspace of our own (32 MiB, NVIDIA's recommendation for Hopper):
   // cuBLAS then allocates nothing while a graph is captured.
@@ -128,6 +235,7 @@ void cuda_ops::step_end() {
   if (!m.have_work_end) m.mark_work_end();  // nothing came back (a prefill chunk): its launches
   m.in_step = false;
   TROUPE_CUDA_CHECK(cudaEventSynchronize(m.work_end));
+  m.resolve_spans();
   float busy_ms = 0, idle_ms = 0;
   TROUPE_CUDA_CHECK(cudaEventElapsedTime(&busy_ms, m.step_start, m.work_end));
   if (m.have_prev) TROUPE_CUDA_CHECK(cudaEventElapsedTime(&idle_ms, m.prev_work_end, m.step_start));
@@ -198,6 +306,7 @@ bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_j
   const size_t params_bytes = jobs.size() * sizeof(cuda::sample_params);
   const size_t ids_bytes = std::max<size_t>(1, m.host_ids.size()) * sizeof(int32_t);
   const size_t out_bytes = jobs.size() * sizeof(cuda::sample_output);
+  op_scope scope(m, "sample (device)");
   void* dparams = m.ensure(m.sample_params, params_bytes);
   void* dids = m.ensure(m.sample_ids, ids_bytes);
   void* douts = m.ensure(m.sample_outputs, out_bytes);
@@ -233,6 +342,7 @@ bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_j
 }
 
 void cuda_ops::launch_graph(int64_t id) {
+  op_scope scope(*impl_, "graph replay, batch " + std::to_string(id), 0);
   const auto it = impl_->graphs.find(id);
   TROUPE_CHECK_MSG(it != impl_->graphs.end(), "launch_graph: no graph captured with this id");
   TROUPE_CUDA_CHECK(cudaGraphLaunch(it->second, impl_->stream));
@@ -310,6 +420,7 @@ void cuda_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float of
 }
 
 void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
+  op_scope scope(*impl_, "upload_ints");
   if (n == 0) return;
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, host, static_cast<size_t>(n) * 4,
                                     cudaMemcpyHostToDevice, impl_->stream));
@@ -333,6 +444,7 @@ void cuda_ops::download(const tensor& src, float* host) {
 void cuda_ops::synchronize() { TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream)); }
 
 void cuda_ops::copy(const tensor& src, const tensor& dst) {
+  op_scope scope(*impl_, "copy");
   TROUPE_CHECK(src.numel() == dst.numel() && src.type == dst.type);
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data,
                                     static_cast<size_t>(src.numel()) * dtype_size(src.type),
@@ -341,21 +453,25 @@ void cuda_ops::copy(const tensor& src, const tensor& dst) {
 
 void cuda_ops::embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
                          const tensor& out) {
+  op_scope scope(*impl_, "embedding");
   cuda::embedding(element_of(table.type), token_ids, num_tokens, table.data, table.cols,
                   out.data, impl_->stream);
 }
 
 void cuda_ops::rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) {
+  op_scope scope(*impl_, "rms_norm");
   cuda::rms_norm(element_of(x.type), x.data, w.data, eps, x.rows, x.cols, out.data, impl_->stream);
 }
 
 void cuda_ops::add_rms_norm(const tensor& residual, const tensor& x, const tensor& w, float eps,
                             const tensor& out) {
+  op_scope scope(*impl_, "add_rms_norm");
   cuda::add_rms_norm(element_of(x.type), residual.data, x.data, w.data, eps, x.rows, x.cols,
                      out.data, impl_->stream);
 }
 
 void cuda_ops::head_rms_norm(const tensor& x, int64_t head_dim, const tensor& w, float eps) {
+  op_scope scope(*impl_, "head_rms_norm");
   cuda::head_rms_norm(element_of(x.type), x.data, w.data, eps, x.rows, x.cols, head_dim,
                       impl_->stream);
 }
@@ -364,7 +480,17 @@ void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, cons
   TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows);
   TROUPE_CHECK(x.type == w.type);
   if (x.rows == 0) return;
+  const double bytes = static_cast<double>((w.numel() + x.numel() + out.cols * x.rows) * dtype_size(w.type));
+  op_scope scope(*impl_,
+                 "linear " + std::to_string(x.rows) + "x" + std::to_string(w.cols) + " -> " +
+                     std::to_string(w.rows),
+                 bytes);
   // Row-major out[M, N] = x[M, K] w[N, K]^T is column-major out^T = w x^T.
+  const cublasMath_t mode = w.type == dtype::f32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH;
+  if (mode != impl_->blas_mode) {
+    TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, mode));
+    impl_->blas_mode = mode;
+  }
   const float alpha = 1.0f, beta = 0.0f;
   const int m = static_cast<int>(x.rows), n = static_cast<int>(w.rows), k = static_cast<int>(x.cols);
   TROUPE_CUBLAS_CHECK(cublasGemmEx(impl_->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w.data,
@@ -379,13 +505,32 @@ void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, cons
 
 void cuda_ops::rope(const tensor& q, const tensor& k, const int32_t* positions, int64_t head_dim,
                     const rope_tables& tables) {
+  op_scope scope(*impl_, "rope");
   TROUPE_CHECK(tables.cos.type == dtype::f32);
   cuda::rope(element_of(q.type), q.data, q.cols / head_dim, k.data, k.cols / head_dim, head_dim,
              positions, q.rows, tables.cos.f32(), tables.sin.f32(), impl_->stream);
 }
 
+void cuda_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                              int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
+                              float eps, const int32_t* positions, const rope_tables& tables,
+                              const int32_t* slot_mapping, const kv_cache_layer& cache,
+                              const tensor& q_out) {
+  op_scope scope(*impl_, "qkv_rope_cache");
+  TROUPE_CHECK_MSG(head_dim % 2 == 0 && head_dim <= 256, "qkv_rope_cache: head_dim must be even and <= 256");
+  TROUPE_CHECK(qkv.cols == (num_heads + 2 * num_kv_heads) * head_dim);
+  TROUPE_CHECK(q_out.cols == num_heads * head_dim && q_out.rows >= qkv.rows);
+  TROUPE_CHECK(tables.cos.type == dtype::f32 && cache.k.cols == num_kv_heads * head_dim);
+  cuda::qkv_rope_cache(element_of(qkv.type), qkv.data, qkv.rows, num_heads, num_kv_heads, head_dim,
+                       q_norm != nullptr ? q_norm->data : nullptr,
+                       k_norm != nullptr ? k_norm->data : nullptr, eps, positions,
+                       tables.cos.f32(), tables.sin.f32(), slot_mapping, q_out.data, cache.k.data,
+                       cache.v.data, impl_->stream);
+}
+
 void cuda_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                               const kv_cache_layer& cache) {
+  op_scope scope(*impl_, "write_kv_cache");
   cuda::write_kv_cache(element_of(k.type), k.data, v.data, slot_mapping, k.rows, k.cols,
                        cache.k.data, cache.v.data, impl_->stream);
 }
@@ -394,6 +539,7 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
                                const attention_metadata& meta, int64_t num_heads,
                                int64_t num_kv_heads, int64_t head_dim, float scale,
                                const tensor& out) {
+  op_scope scope(*impl_, meta.max_query_len == 1 ? "attention (decode)" : "attention (prefill)");
   TROUPE_CHECK(q.rows <= impl_->max_num_tokens);
   cuda::paged_attention_args a;
   a.q = q.data;
@@ -419,17 +565,20 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
 }
 
 void cuda_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
+  op_scope scope(*impl_, "silu_and_mul");
   cuda::silu_and_mul(element_of(gate_up.type), gate_up.data, gate_up.rows, out.cols, out.data,
                      impl_->stream);
 }
 
 void cuda_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n, const tensor& out) {
+  op_scope scope(*impl_, "gather_rows");
   cuda::gather_rows(element_of(x.type), x.data, indices, n, x.cols, out.data, impl_->stream);
 }
 
 void cuda_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
                               const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
                               int64_t block_size) {
+  op_scope scope(*impl_, "copy_kv_blocks");
   cuda::copy_kv_blocks(element_of(src.k.type), src.k.data, src.v.data, dst.k.data, dst.v.data,
                        src_blocks, dst_blocks, n, block_size, src.k.cols, impl_->stream);
 }

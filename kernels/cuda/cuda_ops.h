@@ -49,6 +49,11 @@ class cuda_ops final : public ops {
   void linear(const tensor& x, const tensor& w, const tensor* bias, const tensor& out) override;
   void rope(const tensor& q, const tensor& k, const int32_t* positions, int64_t head_dim,
             const rope_tables& tables) override;
+  void qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                      int64_t head_dim, const tensor* q_norm, const tensor* k_norm, float eps,
+                      const int32_t* positions, const rope_tables& tables,
+                      const int32_t* slot_mapping, const kv_cache_layer& cache,
+                      const tensor& q_out) override;
   void write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                       const kv_cache_layer& cache) override;
   void paged_attention(const tensor& q, const kv_cache_layer& cache,
@@ -69,11 +74,13 @@ class cuda_ops final : public ops {
   void step_begin() override;
   void step_end() override;
   timeline device_timeline() const override;
+  std::string op_profile() const override;
   bool sample_on_device(const tensor& logits, const std::vector<sample_job>& jobs,
                         std::vector<sample_result>& out) override;
 
+  struct impl;  // defined in cuda_ops.cpp (named by its helpers there)
+
  private:
-  struct impl;
   std::unique_ptr<impl> impl_;
 };
 

@@ -38,4 +38,21 @@ __device__ __forceinline__ float block_sum(float v) {
   return v;
 }
 
+// 16 bytes of elements (8 bf16/f16, 4 float32) as one aligned load/store.
+template <class T>
+struct alignas(16) vec16 {
+  static constexpr int size = 16 / sizeof(T);
+  T v[size];
+};
+
+template <class T>
+__device__ __forceinline__ vec16<T> load16(const T* p) {
+  return *reinterpret_cast<const vec16<T>*>(p);
+}
+
+template <class T>
+__device__ __forceinline__ void store16(T* p, const vec16<T>& x) {
+  *reinterpret_cast<vec16<T>*>(p) = x;
+}
+
 }  // namespace troupe::cuda

@@ -197,6 +197,49 @@ TEST_F(cpu_ops_test, rope_rotates_pairs_like_complex_multiplication) {
   }
 }
 
+// The fused attention input equals the separate ops on the split columns:
+// q/k head norms (when given), RoPE, q out, k and v into the cache (slot -1
+// skipped), bit for bit.
+TEST_F(cpu_ops_test, qkv_rope_cache_equals_norm_rope_and_cache_write) {
+  for (bool norms : {false, true}) {
+    SCOPED_TRACE(norms);
+    const int64_t head_dim = 16, half = 8, q_heads = 4, kv_heads = 2, n = 5, max_pos = 64;
+    const int64_t q_cols = q_heads * head_dim, kv_cols = kv_heads * head_dim;
+    const int64_t cols = q_cols + 2 * kv_cols, num_slots = 12;
+    const rope_tables tables{make(max_pos, half, random_vec(rng_, max_pos * half)),
+                             make(max_pos, half, random_vec(rng_, max_pos * half))};
+    const std::vector<int32_t> positions = {0, 9, 63, 4, 4}, slots = {3, -1, 11, 0, 7};
+    const auto qkv = random_vec(rng_, n * cols);
+    const tensor qn = make(head_dim, 1, random_vec(rng_, head_dim, 0.5f, 1.5f));
+    const tensor kn = make(head_dim, 1, random_vec(rng_, head_dim, 0.5f, 1.5f));
+    const std::vector<float> fill(num_slots * kv_cols, -7.0f);
+    // Separate ops.
+    std::vector<float> q(n * q_cols), k(n * kv_cols), v(n * kv_cols);
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(qkv.begin() + i * cols, q_cols, q.begin() + i * q_cols);
+      std::copy_n(qkv.begin() + i * cols + q_cols, kv_cols, k.begin() + i * kv_cols);
+      std::copy_n(qkv.begin() + i * cols + q_cols + kv_cols, kv_cols, v.begin() + i * kv_cols);
+    }
+    const tensor qt = make(n, q_cols, q), kt = make(n, kv_cols, k);
+    if (norms) {
+      ops_.head_rms_norm(qt, head_dim, qn, 1e-6f);
+      ops_.head_rms_norm(kt, head_dim, kn, 1e-6f);
+    }
+    ops_.rope(qt, kt, ints(positions), head_dim, tables);
+    const kv_cache_layer want{make(num_slots, kv_cols, fill), make(num_slots, kv_cols, fill)};
+    ops_.write_kv_cache(kt, make(n, kv_cols, v), ints(slots), want);
+    // Fused.
+    const kv_cache_layer got{make(num_slots, kv_cols, fill), make(num_slots, kv_cols, fill)};
+    const tensor q_out = poisoned(n, q_cols);
+    ops_.qkv_rope_cache(make(n, cols, qkv), q_heads, kv_heads, head_dim, norms ? &qn : nullptr,
+                        norms ? &kn : nullptr, 1e-6f, ints(positions), tables, ints(slots), got,
+                        q_out);
+    EXPECT_EQ(read(q_out), read(qt));
+    EXPECT_EQ(read(got.k), read(want.k));
+    EXPECT_EQ(read(got.v), read(want.v));
+  }
+}
+
 TEST_F(cpu_ops_test, write_kv_cache_writes_slots_and_skips_padding) {
   const int64_t num_slots = 40, cols = 24, n = 6;
   const std::vector<int32_t> slots = {5, -1, 39, 0, -1, 16};

@@ -92,7 +92,9 @@ class cuda_kernels : public ::testing::TestWithParam<element_type> {
 };
 
 TEST_P(cuda_kernels, rms_norm_and_fused_add) {
-  for (int64_t cols : {16, 48, 128, 896, 4096, 4097}) {
+  // Widths that are multiples of 16 bytes take the vectorized register path
+  // (up to 4 vectors a thread: 8192 and 16384 fill it), the rest the scalar one.
+  for (int64_t cols : {16, 48, 128, 896, 4096, 4097, 8192, 16384, 16390}) {
     for (int64_t rows : {1, 3, 257}) {
       auto x = random(rows * cols, 2.0f, 1), w = random(cols, 1.5f, 2), r = random(rows * cols, 2.0f, 3);
       std::vector<float> want(x.size());
@@ -135,19 +137,21 @@ TEST_P(cuda_kernels, silu_and_mul_and_embedding) {
     cuda::silu_and_mul(GetParam(), upload(gu), rows, d, out, nullptr);
     expect_close(download(out, want.size()), want, "silu_and_mul");
   }
-  const int64_t vocab = 1000, cols = 896;
-  auto table = random(vocab * cols, 1.0f, 7);
-  std::vector<int32_t> ids = {0, 999, 5, 5, 123};
+  const std::vector<int32_t> ids = {0, 999, 5, 5, 123};
   int32_t* ids_dev = nullptr;
   ASSERT_EQ(cudaMalloc(&ids_dev, ids.size() * 4), cudaSuccess);
   cudaMemcpy(ids_dev, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice);
-  void* out = poisoned(ids.size() * cols);
-  cuda::embedding(GetParam(), ids_dev, static_cast<int64_t>(ids.size()), upload(table), cols, out,
-                  nullptr);
-  const auto got = download(out, ids.size() * cols);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      ASSERT_EQ(got[i * cols + j], table[static_cast<size_t>(ids[i]) * cols + j]);
+  for (int64_t cols : {896, 100, 13}) {  // vectorized (both types), f32 only, scalar
+    const int64_t vocab = 1000;
+    auto table = random(vocab * cols, 1.0f, 7);
+    void* out = poisoned(ids.size() * cols);
+    cuda::embedding(GetParam(), ids_dev, static_cast<int64_t>(ids.size()), upload(table), cols,
+                    out, nullptr);
+    const auto got = download(out, ids.size() * cols);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        ASSERT_EQ(got[i * cols + j], table[static_cast<size_t>(ids[i]) * cols + j]) << cols;
+      }
     }
   }
   cudaFree(ids_dev);
@@ -191,6 +195,84 @@ TEST_P(cuda_kernels, rope_matches_reference_with_llama3_scaling) {
     cudaFree(cos_d);
     cudaFree(sin_d);
     cudaFree(pos_d);
+  }
+}
+
+// The fused attention input (per-head q/k norm, RoPE, q out, k/v into the
+// cache) against the CPU reference's separate ops on the split columns.
+TEST_P(cuda_kernels, qkv_rope_cache_matches_separate_ops) {
+  rope_config rc;
+  rc.theta = 10000.0;
+  struct gqa {
+    int64_t q_heads, kv_heads;
+  };
+  for (int64_t head_dim : {16, 48, 64, 128}) {
+    for (gqa g : {gqa{4, 4}, gqa{8, 2}, gqa{16, 2}}) {
+      for (bool norms : {false, true}) {
+        const int64_t max_pos = 2048, n = 37, block_size = 16, num_blocks = 6;
+        const int64_t q_cols = g.q_heads * head_dim, kv_cols = g.kv_heads * head_dim;
+        const int64_t cols = q_cols + 2 * kv_cols, slots_total = num_blocks * block_size;
+        std::vector<float> cos_h, sin_h;
+        rope_cos_sin(rc, head_dim, max_pos, cos_h, sin_h);
+        std::vector<int32_t> pos(n), slots(n);
+        for (int64_t i = 0; i < n; ++i) {
+          pos[i] = static_cast<int32_t>((i * 577) % max_pos);
+          slots[i] = i % 6 == 5 ? -1 : static_cast<int32_t>((i * 7 + 3) % slots_total);
+        }
+        // Distinct slots (a permutation step of 7 over 96 slots; n < 96).
+        auto qkv = random(n * cols, 2.0f, 20), qn = random(head_dim, 1.5f, 21),
+             kn = random(head_dim, 1.5f, 22);
+        // Reference: split, norm, rope, write.
+        std::vector<float> q(n * q_cols), k(n * kv_cols), v(n * kv_cols);
+        for (int64_t i = 0; i < n; ++i) {
+          std::copy_n(qkv.begin() + i * cols, q_cols, q.begin() + i * q_cols);
+          std::copy_n(qkv.begin() + i * cols + q_cols, kv_cols, k.begin() + i * kv_cols);
+          std::copy_n(qkv.begin() + i * cols + q_cols + kv_cols, kv_cols, v.begin() + i * kv_cols);
+        }
+        if (norms) {
+          ref_.head_rms_norm(host(q, n, q_cols), head_dim, host(qn, head_dim, 1), 1e-6f);
+          ref_.head_rms_norm(host(k, n, kv_cols), head_dim, host(kn, head_dim, 1), 1e-6f);
+        }
+        rope_tables tables{host(cos_h, max_pos, head_dim / 2), host(sin_h, max_pos, head_dim / 2)};
+        ref_.rope(host(q, n, q_cols), host(k, n, kv_cols), pos.data(), head_dim, tables);
+        std::vector<float> k_cache(slots_total * kv_cols, 7.0f), v_cache(slots_total * kv_cols, 7.0f);
+        ref_.write_kv_cache(host(k, n, kv_cols), host(v, n, kv_cols), slots.data(),
+                            {host(k_cache, slots_total, kv_cols), host(v_cache, slots_total, kv_cols)});
+        // The CPU's own fused op agrees (bit for bit: same float operations).
+        std::vector<float> q_cpu(n * q_cols), kc_cpu(slots_total * kv_cols, 7.0f),
+            vc_cpu(slots_total * kv_cols, 7.0f);
+        const tensor qn_t = host(qn, head_dim, 1), kn_t = host(kn, head_dim, 1);
+        ref_.qkv_rope_cache(host(qkv, n, cols), g.q_heads, g.kv_heads, head_dim,
+                            norms ? &qn_t : nullptr, norms ? &kn_t : nullptr, 1e-6f, pos.data(),
+                            tables, slots.data(),
+                            {host(kc_cpu, slots_total, kv_cols), host(vc_cpu, slots_total, kv_cols)},
+                            host(q_cpu, n, q_cols));
+        ASSERT_EQ(q_cpu, q);
+        ASSERT_EQ(kc_cpu, k_cache);
+        ASSERT_EQ(vc_cpu, v_cache);
+        // The device.
+        float *cos_d = nullptr, *sin_d = nullptr;
+        cudaMalloc(&cos_d, cos_h.size() * 4);
+        cudaMalloc(&sin_d, sin_h.size() * 4);
+        cudaMemcpy(cos_d, cos_h.data(), cos_h.size() * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(sin_d, sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice);
+        int32_t* pos_d = upload_ints(pos);
+        int32_t* slots_d = upload_ints(slots);
+        void* q_out = poisoned(q.size());
+        void* kc = upload(std::vector<float>(k_cache.size(), 7.0f));
+        void* vc = upload(std::vector<float>(v_cache.size(), 7.0f));
+        cuda::qkv_rope_cache(GetParam(), upload(qkv), n, g.q_heads, g.kv_heads, head_dim,
+                             norms ? upload(qn) : nullptr, norms ? upload(kn) : nullptr, 1e-6f,
+                             pos_d, cos_d, sin_d, slots_d, q_out, kc, vc, nullptr);
+        expect_close(download(q_out, q.size()), q, "fused q");
+        expect_close(download(kc, k_cache.size()), k_cache, "fused k cache");  // -1 slots untouched
+        expect_close(download(vc, v_cache.size()), v_cache, "fused v cache");
+        cudaFree(cos_d);
+        cudaFree(sin_d);
+        cudaFree(pos_d);
+        cudaFree(slots_d);
+      }
+    }
   }
 }
 

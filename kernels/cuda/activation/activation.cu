@@ -19,6 +19,35 @@ __global__ void silu_and_mul_kernel(const T* gate_up, int64_t d, T* out) {
   }
 }
 
+// 16-byte vectors, a 2-D grid (column chunks x rows) so that a few rows
+// still fill the GPU. Needs d to be a multiple of the vector width.
+template <class T>
+__global__ void silu_and_mul_vec_kernel(const T* gate_up, int64_t d, T* out) {
+  constexpr int width = vec16<T>::size;
+  const int64_t row = blockIdx.y;
+  const int64_t j = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * width;
+  if (j >= d) return;
+  const T* g = gate_up + row * 2 * d;
+  const vec16<T> gv = load16(g + j);
+  const vec16<T> uv = load16(g + d + j);
+  vec16<T> o;
+#pragma unroll
+  for (int e = 0; e < width; ++e) {
+    const float x = to_float(gv.v[e]);
+    o.v[e] = from_float<T>(x / (1.0f + __expf(-x)) * to_float(uv.v[e]));
+  }
+  store16(out + row * d + j, o);
+}
+
+template <class T>
+__global__ void embedding_vec_kernel(const int32_t* ids, const T* table, int64_t cols, T* out) {
+  constexpr int width = vec16<T>::size;
+  const int64_t row = blockIdx.y;
+  const int64_t j = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * width;
+  if (j >= cols) return;
+  store16(out + row * cols + j, load16(table + static_cast<int64_t>(ids[row]) * cols + j));
+}
+
 template <class T>
 __global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t cols, T* out) {
   const int64_t row = blockIdx.x;
@@ -70,6 +99,14 @@ void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, 
   if (rows == 0) return;
   by_type(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int width = vec16<T>::size;
+    if (d % width == 0 && rows <= 65535) {
+      const int64_t vecs = d / width;
+      const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(rows));
+      silu_and_mul_vec_kernel<T><<<grid, 128, 0, stream>>>(static_cast<const T*>(gate_up), d,
+                                                           static_cast<T*>(out));
+      return;
+    }
     silu_and_mul_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
         static_cast<const T*>(gate_up), d, static_cast<T*>(out));
   });
@@ -81,6 +118,14 @@ void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const voi
   if (num_tokens == 0) return;
   by_type(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int width = vec16<T>::size;
+    if (cols % width == 0 && num_tokens <= 65535) {
+      const int64_t vecs = cols / width;
+      const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(num_tokens));
+      embedding_vec_kernel<T><<<grid, 128, 0, stream>>>(ids, static_cast<const T*>(table), cols,
+                                                        static_cast<T*>(out));
+      return;
+    }
     embedding_kernel<T><<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(
         ids, static_cast<const T*>(table), cols, static_cast<T*>(out));
   });

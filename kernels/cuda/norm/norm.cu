@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/norm/norm.h"
@@ -33,11 +35,78 @@ __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, float eps, 
   }
 }
 
+// The fast path: every thread holds up to max_vecs 16-byte vectors of its
+// row segment in registers (one read of x and residual, one write of each),
+// threads = the segment's vectors / max_vecs rounded up to a warp. Needs
+// cols and the strides to be multiples of the vector width (16 bytes).
+constexpr int max_vecs = 4;
+
+template <class T, bool add_residual>
+__global__ void rms_norm_vec_kernel(T* residual, const T* x, const T* w, float eps, int64_t cols,
+                                    int64_t row_stride, int64_t segment_stride, int segments,
+                                    T* out) {
+  constexpr int width = vec16<T>::size;
+  const int64_t row = blockIdx.x / segments;
+  const int64_t seg = blockIdx.x % segments;
+  const int64_t base = row * row_stride + seg * segment_stride;
+  const int vecs = static_cast<int>(cols / width);
+  vec16<T> held[max_vecs];
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < max_vecs; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    if (v >= vecs) break;
+    held[i] = load16(x + base + int64_t(v) * width);
+    if constexpr (add_residual) {
+      vec16<T> r = load16(residual + base + int64_t(v) * width);
+#pragma unroll
+      for (int e = 0; e < width; ++e) {
+        // The sum is rounded to T, as the scalar path and the CPU store it.
+        r.v[e] = from_float<T>(to_float(held[i].v[e]) + to_float(r.v[e]));
+      }
+      store16(residual + base + int64_t(v) * width, r);
+      held[i] = r;
+    }
+#pragma unroll
+    for (int e = 0; e < width; ++e) {
+      const float f = to_float(held[i].v[e]);
+      sum += f * f;
+    }
+  }
+  const float inv = rsqrtf(block_sum(sum) / static_cast<float>(cols) + eps);
+#pragma unroll
+  for (int i = 0; i < max_vecs; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    if (v >= vecs) break;
+    const vec16<T> wv = load16(w + int64_t(v) * width);
+    vec16<T> o;
+#pragma unroll
+    for (int e = 0; e < width; ++e) {
+      o.v[e] = from_float<T>(to_float(held[i].v[e]) * inv * to_float(wv.v[e]));
+    }
+    store16(out + base + int64_t(v) * width, o);
+  }
+}
+
 template <class T, bool add_residual>
 void launch(void* residual, const void* x, const void* w, float eps, int64_t rows, int64_t cols,
             int64_t row_stride, int64_t segment_stride, int segments, void* out,
             cudaStream_t stream) {
   if (rows == 0) return;
+  constexpr int width = vec16<T>::size;
+  const bool aligned = cols % width == 0 && row_stride % width == 0 &&
+                       segment_stride % width == 0 && cols / width <= 1024 * max_vecs;
+  if (aligned) {
+    const int64_t vecs = cols / width;
+    int64_t threads = (vecs + max_vecs - 1) / max_vecs;
+    threads = std::max<int64_t>(32, (threads + 31) / 32 * 32);
+    rms_norm_vec_kernel<T, add_residual><<<static_cast<unsigned>(rows * segments),
+                                           static_cast<unsigned>(threads), 0, stream>>>(
+        static_cast<T*>(residual), static_cast<const T*>(x), static_cast<const T*>(w), eps, cols,
+        row_stride, segment_stride, segments, static_cast<T*>(out));
+    TROUPE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   rms_norm_kernel<T, add_residual><<<static_cast<unsigned>(rows * segments), threads_per_row, 0,
                                      stream>>>(
       static_cast<T*>(residual), static_cast<const T*>(x), static_cast<const T*>(w), eps, cols,
