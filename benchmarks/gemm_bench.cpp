@@ -14,7 +14,8 @@
 //     same under CUBLAS_PEDANTIC_MATH, and the best of cuBLASLt's heuristic
 //     candidates (up to 16 algorithms, each timed), with achieved GB/s
 //     (weight + activation bytes) and TFLOP/s;
-//   - per M, a decode step's GEMMs (32 layers + lm_head) against the
+//   - per M, a decode step's GEMMs as troupe runs them (32 layers of fused
+//     qkv, o, gate_up, down; lm_head with float32 logits) against the
 //     bandwidth bound of their weight bytes.
 // Weights rotate over copies totalling >= 1 GiB so that no call finds its
 // weight in L2 (50-60 MB on H100/H200).
@@ -71,7 +72,7 @@ double time_ms(cudaStream_t stream, int iters, const std::function<void(int)>& r
 struct shape {
   const char* name;
   int n, k;
-  int per_layer;  // how many a decode step runs per layer (lm_head: 0, once)
+  bool out_f32 = false;  // float32 output (logits)
 };
 
 struct timing {
@@ -96,7 +97,7 @@ class bench {
 
   // Weights: copies of [n, k] bf16 totalling >= 1 GiB (at least 2);
   // activations x [m, k], out [m, n].
-  timing run(int m, int n, int k) {
+  timing run(int m, int n, int k, bool out_f32 = false) {
     const size_t w_bytes = size_t(n) * k * 2;
     const int copies = static_cast<int>(std::max<size_t>(2, (size_t(1) << 30) / w_bytes + 1));
     void* w = nullptr;
@@ -105,12 +106,13 @@ class bench {
     TROUPE_CUDA_CHECK(cudaMemset(w, 0, w_bytes * copies));
     TROUPE_CUDA_CHECK(cudaMalloc(&x, size_t(m) * k * 2));
     TROUPE_CUDA_CHECK(cudaMemset(x, 0, size_t(m) * k * 2));
-    TROUPE_CUDA_CHECK(cudaMalloc(&out, size_t(m) * n * 2));
+    const cudaDataType_t out_type = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    TROUPE_CUDA_CHECK(cudaMalloc(&out, size_t(m) * n * 4));
     auto weight = [&](int call) { return static_cast<char*>(w) + (call % copies) * w_bytes; };
     const float alpha = 1.0f, beta = 0.0f;
     auto gemm_ex = [&](int call) {
       CUBLAS_OK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, weight(call),
-                             CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out, CUDA_R_16BF, n,
+                             CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out, out_type, n,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
     timing t{};
@@ -129,7 +131,7 @@ class bench {
     cublasLtMatrixLayout_t a_layout, b_layout, c_layout;
     CUBLAS_OK(cublasLtMatrixLayoutCreate(&a_layout, CUDA_R_16BF, k, n, k));
     CUBLAS_OK(cublasLtMatrixLayoutCreate(&b_layout, CUDA_R_16BF, k, m, k));
-    CUBLAS_OK(cublasLtMatrixLayoutCreate(&c_layout, CUDA_R_16BF, n, m, n));
+    CUBLAS_OK(cublasLtMatrixLayoutCreate(&c_layout, out_type, n, m, n));
     cublasLtMatmulPreference_t pref;
     CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = workspace_bytes;
@@ -204,13 +206,13 @@ int main(int argc, char** argv) {
               peak_flops / (peak.cublas_ms * 1e9), peak_flops / (peak.lt_ms * 1e9));
 
   const std::vector<shape> shapes = {
-      {"qkv (fused)", 6144, 4096, 0}, {"q_proj", 4096, 4096, 1},  {"k_proj / v_proj", 1024, 4096, 2},
-      {"o_proj", 4096, 4096, 1},      {"gate_up", 28672, 4096, 1}, {"down", 4096, 14336, 1},
-      {"lm_head", 128256, 4096, 0},
+      {"qkv (fused)", 6144, 4096},         {"q_proj", 4096, 4096},  {"k_proj / v_proj", 1024, 4096},
+      {"o_proj", 4096, 4096},              {"gate_up", 28672, 4096}, {"down", 4096, 14336},
+      {"lm_head", 128256, 4096},           {"lm_head, float32 out", 128256, 4096, true},
   };
   const std::vector<int> batch = {1, 2, 4, 8, 16, 32, 64, 128, 256, 8192};
-  std::printf("| shape (N x K) | M | cublasGemmEx us | pedantic us | best Lt us (of n) | GB/s | "
-              "%% of copy BW | TFLOP/s | %% of GEMM rate |\n");
+  std::printf("| shape (N x K) | M | cublasGemmEx us | pedantic us | best Lt us (of n) | "
+              "GB/s (best) | %% of copy BW | TFLOP/s | %% of GEMM rate |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   struct step_sum {
     double ms = 0, lt_ms = 0, weight_bytes = 0;
@@ -220,8 +222,9 @@ int main(int argc, char** argv) {
     for (size_t bi = 0; bi < batch.size(); ++bi) {
       const int m = batch[bi];
       if (m == 8192 && s.n > 30000) continue;  // lm_head never sees a prefill's rows
-      const timing t = b.run(m, s.n, s.k);
-      const double bytes = 2.0 * (double(s.n) * s.k + double(m) * s.k + double(m) * s.n);
+      const timing t = b.run(m, s.n, s.k, s.out_f32);
+      const double bytes = 2.0 * (double(s.n) * s.k + double(m) * s.k) +
+                           (s.out_f32 ? 4.0 : 2.0) * double(m) * s.n;
       const double best = std::min(t.cublas_ms, t.lt_ms);
       const double gbps = bytes / (best * 1e6);
       const double tflops = 2.0 * m * double(s.n) * s.k / (best * 1e9);
@@ -230,18 +233,21 @@ int main(int argc, char** argv) {
                   t.lt_candidates, gbps, 100.0 * gbps / copy_gbps, tflops,
                   100.0 * tflops / peak_tflops);
       step_sum& st = steps[bi];
-      const int count = s.per_layer == 0 ? 1 : s.per_layer;
-      const int layers = (s.n == 128256) ? 1 : 32;
-      if (s.per_layer > 0 || s.n == 128256) {
-        st.ms += layers * count * t.cublas_ms;
-        st.lt_ms += layers * count * std::min(t.cublas_ms, t.lt_ms);
-        st.weight_bytes += layers * count * 2.0 * double(s.n) * s.k;
+      // A step: q, k, v as one fused product, o, gate_up, down per layer,
+      // then lm_head with float32 logits (as troupe runs it).
+      const bool in_step = std::string(s.name) != "q_proj" && std::string(s.name) != "k_proj / v_proj" &&
+                           std::string(s.name) != "lm_head";
+      if (in_step) {
+        const int layers = s.n == 128256 ? 1 : 32;
+        st.ms += layers * t.cublas_ms;
+        st.lt_ms += layers * std::min(t.cublas_ms, t.lt_ms);
+        st.weight_bytes += layers * 2.0 * double(s.n) * s.k;
       }
     }
   }
-  std::printf("\nA decode step's GEMMs (Llama-3.1-8B: 32 layers of q, k, v, o, gate_up, down, "
-              "then lm_head), against its weights' bandwidth bound:\n\n");
-  std::printf("| M | weights GB | bound ms | cublasGemmEx ms | %% of bound | best-of ms | %% of bound |\n");
+  std::printf("\nA decode step's GEMMs (Llama-3.1-8B: 32 layers of fused qkv, o, gate_up, down, "
+              "then lm_head with float32 logits), against its weights' bandwidth bound:\n\n");
+  std::printf("| M | weights GB | bound ms | cublasGemmEx ms | %% of bound | best cuBLAS/Lt ms | %% of bound |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (size_t bi = 0; bi + 1 < batch.size(); ++bi) {
     const step_sum& st = steps[bi];

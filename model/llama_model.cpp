@@ -1,6 +1,5 @@
 #include "model/llama_model.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "model/rope.h"
@@ -182,15 +181,7 @@ void llama_model::compute_logits(const int32_t* row_indices, int64_t n, const te
   TROUPE_CHECK(n > 0 && n <= max_num_tokens_ && out.rows >= n);
   ops_.gather_rows(ws_.normed.row_slice(0, last_num_tokens_), row_indices, n,
                    ws_.selected.row_slice(0, n));
-  // cuBLAS picks a much slower kernel for bf16 x bf16 -> float32 products of
-  // a few rows (lm_head at 1 row: 600 us against 240 us for bf16 output on
-  // an H200): on cuda the product runs over at least 16 rows (the extra
-  // rows hold stale activations; their logits are never read).
-  int64_t rows = n;
-  if (ops_.kind() == backend_kind::cuda && type_ != dtype::f32) {
-    rows = std::max<int64_t>(n, std::min<int64_t>({16, max_num_tokens_, out.rows}));
-  }
-  ops_.linear(ws_.selected.row_slice(0, rows), lm_head_, nullptr, out.row_slice(0, rows));
+  ops_.linear(ws_.selected.row_slice(0, n), lm_head_, nullptr, out.row_slice(0, n));
 }
 
 }  // namespace troupe

@@ -81,6 +81,7 @@ class cuda_ops final : public ops {
   struct impl;  // defined in cuda_ops.cpp (named by its helpers there)
 
  private:
+  void gemm(const tensor& x, const tensor& w, const tensor& out);  // cuBLAS
   std::unique_ptr<impl> impl_;
 };
 
