@@ -290,7 +290,12 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   }
   p->system = std::make_unique<caf::actor_system>(p->cfg);
   std::shared_ptr<model_runner> shared_runner = std::move(runner.value());
-  p->worker = p->system->spawn<caf::detached>(worker_actor, shared_runner);
+  // Async scheduling needs the backend to sample where the logits are (so
+  // that a step's tokens can feed the next step before the host sees them).
+  const bool overlap = config.async_scheduling && shared_runner->can_overlap();
+  get_logger("engine")->info("async scheduling: {}", overlap ? "on (steps overlap)"
+                                                           : "off (lockstep steps)");
+  p->worker = p->system->spawn<caf::detached>(worker_actor, shared_runner, overlap);
   p->block_manager = p->system->spawn(block_manager_actor, limits->num_blocks,
                                      limits->block_size, config.enable_prefix_caching,
                                      limits->num_cpu_blocks);
@@ -306,6 +311,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   sl.priority_policy = config.scheduling_policy == "priority";
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
+  sl.async_scheduling = overlap;
   p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker);
   return std::unique_ptr<engine>(new engine(std::move(p)));
 }

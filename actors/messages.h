@@ -198,6 +198,7 @@ struct engine_stats {
   int64_t num_computed_tokens = 0;  // prompt tokens actually run through the model
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
+  int64_t num_steps_ahead = 0;  // steps planned while the previous one ran (async scheduling)
   int64_t num_running = 0;
   int64_t num_waiting = 0;
   int64_t num_blocks_total = 0;
@@ -309,7 +310,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.num_requests_finished, x.num_prompt_tokens,
            x.num_generated_tokens, x.num_computed_tokens, x.num_preemptions, x.num_steps,
-           x.num_running, x.num_waiting, x.num_blocks_total, x.num_blocks_free,
+           x.num_steps_ahead, x.num_running, x.num_waiting, x.num_blocks_total, x.num_blocks_free,
            x.prefix_cache_queries, x.prefix_cache_hits, x.num_swap_outs, x.num_swapped,
            x.num_cpu_blocks_total, x.num_cpu_blocks_free);
 }
@@ -341,4 +342,5 @@ CAF_ADD_ATOM(troupe, troupe::atoms, get_stats, "get_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, log_stats, "log_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, shutdown, "shutdown")
 CAF_ADD_ATOM(troupe, troupe::atoms, step, "step")
+CAF_ADD_ATOM(troupe, troupe::atoms, flush, "flush")
 CAF_END_TYPE_ID_BLOCK(troupe)

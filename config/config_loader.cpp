@@ -52,6 +52,7 @@ const std::vector<field>& fields() {
       {"max_num_batched_tokens", &c::max_num_batched_tokens},
       {"enable_chunked_prefill", &c::enable_chunked_prefill},
       {"scheduling_policy", &c::scheduling_policy}, {"enforce_eager", &c::enforce_eager},
+      {"async_scheduling", &c::async_scheduling},
       {"tensor_parallel_size", &c::tensor_parallel_size},
       {"speculative_config", &c::speculative_config}, {"enable_lora", &c::enable_lora},
       {"lora_modules", &c::lora_modules}, {"max_loras", &c::max_loras},

@@ -47,6 +47,9 @@ struct engine_config {
 
   // Execution.
   bool enforce_eager = false;
+  // Plan step N + 1 while step N runs (where the backend samples where the
+  // logits are); false: lockstep.
+  bool async_scheduling = true;
   int64_t tensor_parallel_size = 1;
   // speculative_config as written (a mapping of scalars), empty when unset.
   std::map<std::string, std::string> speculative_config;

@@ -144,18 +144,22 @@ class ops {
   virtual void end_capture(int64_t /*id*/) {}
   virtual void launch_graph(int64_t /*id*/) {}
 
-  // The device's timeline, for the idle-time figure: the worker brackets
-  // each step with step_begin/step_end; busy is the span from the step's
-  // first launch to its last result being ready, idle the gaps between one
-  // step's last result and the next step's first launch (host work: the
-  // scheduler, messages, host sampling). Zero on backends without a device.
+  // Steps, numbered by the caller 0, 1, 2, ...: at most two launched and
+  // not yet ended (async scheduling launches step k + 1 before it ends step
+  // k). step_begin(k) comes before step k's first launch; step_end(k)
+  // waits until step k's work and result copies are done. The device
+  // timeline, for the idle-time figure: busy is the span from a step's
+  // first launch to its last result, idle the gap between one step's last
+  // result and the next step's first launch (host work the GPU waited
+  // for: the scheduler, messages, host sampling). Zero on backends
+  // without a device.
   struct timeline {
     int64_t steps = 0;
     double busy_seconds = 0;
     double idle_seconds = 0;
   };
-  virtual void step_begin() {}
-  virtual void step_end() {}
+  virtual void step_begin(int64_t /*step*/) {}
+  virtual void step_end(int64_t /*step*/) {}
   virtual timeline device_timeline() const { return {}; }
   // With TROUPE_PROFILE_OPS=1 (cuda; eager steps only, graph replays count
   // as one op): each op's device time, summed per op and shape, as a table
@@ -165,17 +169,32 @@ class ops {
   // Sampling where the logits are (the CPU sampler's semantics), so that
   // only the results travel: one job per row to sample (or, with
   // forced_token >= 0, to take that token's logprobs: prompt logprobs).
-  // Returns false when the backend cannot (the caller then downloads the
-  // rows and samples on the host). Synchronises: the results are ready.
   struct sample_job {
-    sampler_row row;         // host pointers to the ids to penalize
+    sampler_row row;         // host pointers to the ids to penalize (read during the call)
     int32_t logits_row = 0;  // row of `logits`
     int32_t forced_token = -1;
   };
-  virtual bool sample_on_device(const tensor& /*logits*/, const std::vector<sample_job>& /*jobs*/,
-                                std::vector<sample_result>& /*out*/) {
+  // Whether sample_async works on this backend.
+  virtual bool samples_async() const { return false; }
+  // Samples jobs as step `step`'s jobs [first, first + jobs.size()),
+  // asynchronously: read the results with sample_results after
+  // step_end(step). The sampled token ids also stay on the backend at those
+  // indices until the next step samples, for gather_sampled. Returns false
+  // when the backend cannot (the caller then downloads the rows and
+  // samples on the host).
+  virtual bool sample_async(const tensor& /*logits*/, const std::vector<sample_job>& /*jobs*/,
+                            int64_t /*step*/, int64_t /*first*/) {
     return false;
   }
+  // Results of step `step`'s jobs [first, first + n); after step_end(step).
+  virtual void sample_results(int64_t /*step*/, int64_t /*first*/, int64_t /*n*/,
+                              std::vector<sample_result>& /*out*/) {}
+  // dst[rows[i]] = the token id the last sampling step drew at job index
+  // src[i], in stream order (so a step launched before the previous one has
+  // ended gets that step's tokens as its inputs). rows and src are host
+  // arrays (read during the call).
+  virtual void gather_sampled(int32_t* /*dst*/, const int32_t* /*rows*/, const int32_t* /*src*/,
+                              int64_t /*n*/) {}
 };
 
 }  // namespace troupe

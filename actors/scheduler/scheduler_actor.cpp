@@ -19,27 +19,77 @@ void flush_outputs(self_ptr self) {
   }
 }
 
+void maybe_step(self_ptr self);
+
+void on_output(self_ptr self, step_output output) {
+  if (self->state.txn_open) {  // applied after the commit
+    self->state.stashed.push_back(std::move(output));
+    return;
+  }
+  self->state.core->update(output);
+  flush_outputs(self);
+  maybe_step(self);
+}
+
+// Outputs that arrived during the transaction, in order; whether any did.
+bool apply_stashed(self_ptr self) {
+  std::vector<step_output> stashed = std::move(self->state.stashed);
+  self->state.stashed.clear();
+  for (const step_output& output : stashed) self->state.core->update(output);
+  if (!stashed.empty()) flush_outputs(self);
+  return !stashed.empty();
+}
+
+// The worker holds the last plan's step until the next plan or this.
+void release_worker(self_ptr self) {
+  if (!self->state.worker_holding) return;
+  self->state.worker_holding = false;
+  self->send(self->state.worker, atoms::flush_v);
+}
+
 void maybe_step(self_ptr self) {
-  token_budget_scheduler& core = *self->state.core;
-  if (core.step_in_flight()) return;
-  // With no work left, one more (request-less) transaction still returns the
-  // blocks of the last finished requests to the block manager.
-  if (!core.has_unfinished() && !core.has_pending_frees()) return;
+  scheduler_state& st = self->state;
+  token_budget_scheduler& core = *st.core;
+  if (st.txn_open) return;
+  if (core.steps_in_flight() > 1) return;  // the older one's output comes first
+  if (core.steps_in_flight() == 1) {
+    // Plan the next step now if it needs nothing from the running one;
+    // else the worker finishes that one and its output drives the next.
+    if (!core.can_schedule_ahead()) {
+      release_worker(self);
+      return;
+    }
+  } else if (!core.has_unfinished() && !core.has_pending_frees()) {
+    // With no work left, one more (request-less) transaction still returns
+    // the blocks of the last finished requests to the block manager.
+    return;
+  }
   kv_transaction txn = core.schedule();
-  self->request(self->state.block_manager, caf::infinite, std::move(txn))
+  st.txn_open = true;
+  self->request(st.block_manager, caf::infinite, std::move(txn))
       .then([self](const kv_grant& grant) {
-        step_plan plan = self->state.core->commit(grant);
+        scheduler_state& st = self->state;
+        step_plan plan = st.core->commit(grant);
+        st.txn_open = false;
         if (plan.step_id == 0) {  // nothing to run
           flush_outputs(self);
-          if (!self->state.core->has_unfinished()) {
+          if (st.core->steps_in_flight() > 0) {
+            // Planned ahead and got nothing: the running step ends first
+            // (no retry now, which could repeat without progress).
+            release_worker(self);
+            if (apply_stashed(self)) maybe_step(self);
+            return;
+          }
+          apply_stashed(self);
+          if (!st.core->has_unfinished()) {
             maybe_step(self);  // only frees travelled
             return;
           }
           // The block manager refused what the scheduler's estimate allowed
           // (prefix hits on cached free blocks take more than counted). The
           // grant has corrected the count: try again at once, then back off.
-          const int tries = ++self->state.empty_steps;
-          const engine_stats s = self->state.core->stats();
+          const int tries = ++st.empty_steps;
+          const engine_stats s = st.core->stats();
           get_logger("sched")->debug("a transaction scheduled nothing ({} running, {} waiting, {} "
                                      "blocks free); retry {}",
                                      s.num_running, s.num_waiting, s.num_blocks_free, tries);
@@ -50,13 +100,14 @@ void maybe_step(self_ptr self) {
           }
           return;
         }
-        self->state.empty_steps = 0;
-        self->request(self->state.worker, caf::infinite, std::move(plan))
-            .then([self](const step_output& output) {
-              self->state.core->update(output);
-              flush_outputs(self);
-              maybe_step(self);
-            });
+        st.empty_steps = 0;
+        self->request(st.worker, caf::infinite, std::move(plan))
+            .then([self](step_output& output) { on_output(self, std::move(output)); });
+        // With async scheduling the worker keeps this step running until the
+        // next plan or a flush.
+        st.worker_holding = st.core->async_scheduling();
+        apply_stashed(self);
+        maybe_step(self);
       });
 }
 

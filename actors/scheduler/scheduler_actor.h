@@ -1,12 +1,18 @@
 // scheduler_actor: the engine's clock. Holds the token_budget_scheduler and
-// drives one step at a time: schedule -> KV transaction to the block manager
-// -> step plan to the worker -> outputs to the request actors -> next step.
-// Also answers get_stats and prints vLLM's periodic throughput line.
+// drives the steps: schedule -> KV transaction to the block manager -> step
+// plan to the worker -> outputs to the request actors -> next step. With
+// async scheduling the next step is planned and sent while the last one
+// runs (token_budget_scheduler::can_schedule_ahead); when it cannot be, the
+// worker is told to finish the step it holds (flush). A step's output that
+// arrives while a transaction is open waits for the commit (updates never
+// interleave with a transaction). Also answers get_stats and prints vLLM's
+// periodic throughput line.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -21,6 +27,9 @@ struct scheduler_state {
   std::unordered_map<request_id, caf::actor> clients;
   engine_stats last_logged;
   int empty_steps = 0;  // consecutive transactions that scheduled nothing
+  bool txn_open = false;          // a transaction awaits its grant
+  bool worker_holding = false;    // the worker holds the last plan's step for a next plan
+  std::vector<step_output> stashed;  // outputs that arrived while a transaction was open
   std::chrono::steady_clock::time_point last_log_time;
   static inline const char* name = "scheduler";
 };

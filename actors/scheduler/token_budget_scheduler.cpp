@@ -60,7 +60,7 @@ void token_budget_scheduler::abort_request(request_id id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   const request_ptr r = it->second;
-  if (!in_flight_) {
+  if (in_flight_ == 0) {
     finish(r, finish_reason::abort);
   } else if (!r->aborted) {
     r->aborted = true;  // finished when the step is back
@@ -78,14 +78,61 @@ void token_budget_scheduler::finish_pending_aborts() {
 
 int64_t token_budget_scheduler::blocks_needed(const request_state& r,
                                               int64_t num_new_tokens) const {
-  const int64_t tokens = r.num_computed_tokens + num_new_tokens;
+  const int64_t tokens = r.computed_eff() + num_new_tokens;
   const int64_t blocks = (tokens + limits_.block_size - 1) / limits_.block_size;
-  const bool cow = r.may_copy_on_write && r.num_computed_tokens % limits_.block_size != 0;
+  const bool cow = r.may_copy_on_write && r.computed_eff() % limits_.block_size != 0;
   return std::max<int64_t>(0, blocks - static_cast<int64_t>(r.block_ids.size())) + (cow ? 1 : 0);
 }
 
+namespace {
+
+bool penalized(const sampling_params& p) {
+  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
+}
+
+}  // namespace
+
+bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
+  if (r.aborted || r.done || r.num_tokens_eff() <= r.computed_eff()) return false;
+  if (r.placeholders > 0) {
+    // Its next input is the in-flight step's token: not when that token may
+    // end it (max_tokens, max_model_len), nor when its sampler needs it.
+    if (static_cast<int64_t>(r.output_ids.size()) + r.placeholders >= r.params.max_tokens) {
+      return false;
+    }
+    if (r.num_tokens_eff() >= limits_.max_model_len) return false;
+    if (penalized(r.params)) return false;
+  }
+  return true;
+}
+
+bool token_budget_scheduler::can_schedule_ahead() const {
+  if (!limits_.async_scheduling || in_flight_ != 1 || committed_.size() != 1) return false;
+  if (!has_unfinished()) return false;
+  // Forks share blocks and sample from their leader's logits: lockstep.
+  for (const request_ptr& r : running_) {
+    if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return false;
+  }
+  // Every running request that can go must fit without a preemption (the
+  // order of schedule_running; priority order is kept by the last schedule).
+  int64_t budget = limits_.max_num_batched_tokens, free = num_blocks_free_;
+  bool any = false;
+  for (const request_ptr& r : running_) {
+    if (budget <= 0) break;
+    if (!schedulable_ahead(*r)) continue;
+    const int64_t num_new = std::min(r->num_tokens_eff() - r->computed_eff(), budget);
+    const int64_t need = blocks_needed(*r, num_new);
+    if (need > free) return false;  // would preempt: wait for the step
+    free -= need;
+    budget -= num_new;
+    any = true;
+  }
+  return any || (!waiting_.empty() && budget > 0);
+}
+
 kv_transaction token_budget_scheduler::schedule() {
-  TROUPE_CHECK(!in_flight_);
+  ahead_ = in_flight_ > 0;
+  TROUPE_CHECK(!ahead_ || can_schedule_ahead());
   kv_transaction txn;
   txn.free_ids = std::move(pending_free_);
   pending_free_.clear();
@@ -96,7 +143,7 @@ kv_transaction token_budget_scheduler::schedule() {
   const bool preempted = schedule_running(txn, budget);
   // As vLLM: a step that had to preempt admits nobody new.
   if (!preempted) schedule_waiting(txn, budget);
-  in_flight_ = true;
+  ++in_flight_;
   return txn;
 }
 
@@ -133,8 +180,10 @@ bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budg
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     const request_ptr r = running_[i];
-    const int64_t num_new = std::min(r->num_tokens() - r->num_computed_tokens, budget);
+    if (ahead_ && !schedulable_ahead(*r)) continue;
+    const int64_t num_new = std::min(r->num_tokens_eff() - r->computed_eff(), budget);
     TROUPE_CHECK(num_new > 0);
+    if (ahead_ && blocks_needed(*r, num_new) > num_blocks_free_) break;  // never preempts
     bool self_preempted = false;
     while (blocks_needed(*r, num_new) > num_blocks_free_) {
       const request_ptr victim = running_.back();
@@ -207,7 +256,7 @@ void token_budget_scheduler::reserve(request_state& r, int64_t num_new_tokens,
                                      : r.output_ids[static_cast<size_t>(t) - prompt_len]);
   }
   r.num_tokens_sent_to_kv = known;
-  grow.num_tokens_after = r.num_computed_tokens + num_new_tokens;
+  grow.num_tokens_after = r.computed_eff() + num_new_tokens;
   txn.grows.push_back(std::move(grow));
   scheduled_.push_back(requests_.at(r.id));
 }
@@ -306,7 +355,7 @@ void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& 
 }
 
 step_plan token_budget_scheduler::commit(const kv_grant& grant) {
-  TROUPE_CHECK(in_flight_);
+  TROUPE_CHECK(in_flight_ > static_cast<int>(committed_.size()));
   TROUPE_CHECK(grant.grow_block_ids.size() == scheduled_.size());
   // Grows first (scheduled_ holds the running requests so far), then the
   // admissions the block manager granted.
@@ -319,9 +368,10 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
   stats_.prefix_cache_hits = grant.prefix_cache_hits;
   step_plan plan;
   // A step with no request still runs when it carries swap copies.
+  ahead_ = false;
   if (scheduled_.empty() && grant.swap_out_src.empty() && grant.swap_in_src.empty()) {
-    in_flight_ = false;
-    finish_pending_aborts();
+    --in_flight_;
+    if (in_flight_ == 0) finish_pending_aborts();
     return plan;
   }
   plan.step_id = ++step_id_;
@@ -338,6 +388,7 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
     plan.total_num_scheduled_tokens += r.num_scheduled_tokens;
     std::vector<fork_child>* forks = nullptr;
     if (!r.known_to_worker) {
+      TROUPE_CHECK(r.inflight_tokens == 0 && r.placeholders == 0);
       new_request_data d;
       d.id = r.id;
       d.token_ids = r.prompt_ids;
@@ -367,12 +418,28 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
       forks = &plan.cached_requests.back().fork_children;
     }
     // The step that ends a leader's prompt samples its parked forks too.
-    const bool ends_prompt = r.output_ids.empty() &&
-                             r.num_computed_tokens + r.num_scheduled_tokens == r.num_tokens();
+    const bool ends_prompt = r.output_ids.empty() && r.placeholders == 0 &&
+                             r.computed_eff() + r.num_scheduled_tokens == r.num_tokens();
     if (ends_prompt) {
       for (const request_ptr& c : r.children) forks->push_back({c->id, c->seed, c->params});
     }
   }
+  if (in_flight_ > 1) ++stats_.num_steps_ahead;
+  // The step is in flight: what it computes and samples counts from now on.
+  step_record rec;
+  rec.step_id = plan.step_id;
+  for (const request_ptr& r : scheduled_) {
+    const int64_t tokens = r->num_scheduled_tokens;
+    const bool samples = r->computed_eff() + tokens == r->num_tokens_eff();
+    rec.requests.push_back(r);
+    rec.tokens.push_back(tokens);
+    rec.samples.push_back(samples);
+    r->inflight_tokens += tokens;
+    r->num_scheduled_tokens = 0;
+    if (samples) ++r->placeholders;
+  }
+  scheduled_.clear();
+  committed_.push_back(std::move(rec));
   return plan;
 }
 
@@ -405,18 +472,23 @@ void token_budget_scheduler::apply_sample(request_state& r, const sampled_output
 }
 
 void token_budget_scheduler::update(const step_output& output) {
-  TROUPE_CHECK(in_flight_ && output.step_id == step_id_);
-  in_flight_ = false;
+  TROUPE_CHECK(!committed_.empty() && output.step_id == committed_.front().step_id);
+  TROUPE_CHECK_MSG(in_flight_ == static_cast<int>(committed_.size()),
+                   "an update while a transaction is open");
+  const step_record rec = std::move(committed_.front());
+  committed_.pop_front();
+  --in_flight_;
   ++stats_.num_steps;
   std::unordered_map<request_id, const sampled_output*> by_id;
   for (const sampled_output& out : output.outputs) by_id[out.id] = &out;
-  const std::vector<request_ptr> scheduled = std::move(scheduled_);
-  scheduled_.clear();
-  for (const request_ptr& r : scheduled) {
-    r->num_computed_tokens += r->num_scheduled_tokens;
-    stats_.num_computed_tokens += r->num_scheduled_tokens;
-    r->num_scheduled_tokens = 0;
-    if (r->aborted) continue;  // finished below, its output dropped
+  for (size_t k = 0; k < rec.requests.size(); ++k) {
+    const request_ptr& r = rec.requests[k];
+    r->inflight_tokens -= rec.tokens[k];
+    if (rec.samples[k]) --r->placeholders;
+    r->num_computed_tokens += rec.tokens[k];
+    stats_.num_computed_tokens += rec.tokens[k];
+    // Finished (its output dropped) or to be finished below.
+    if (r->aborted || r->done) continue;
     auto it = by_id.find(r->id);
     TROUPE_CHECK_MSG(it != by_id.end(), "worker returned no output for a scheduled request");
     request_output msg;
@@ -433,6 +505,8 @@ void token_budget_scheduler::update(const step_output& output) {
       outputs_.push_back(std::move(msg));
     }
   }
+  // No transaction is open here: aborts can finish (their blocks are freed
+  // by the next transaction, after any step still using them).
   finish_pending_aborts();
 }
 
@@ -484,6 +558,7 @@ void token_budget_scheduler::unpark_children(request_state& leader) {
 
 void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
                                     std::string error) {
+  r->done = true;
   unpark_children(*r);
   if (auto parent = r->parked_in.lock()) {
     auto& siblings = parent->children;

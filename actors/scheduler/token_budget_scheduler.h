@@ -24,8 +24,20 @@
 // so nothing is recomputed.
 //
 // A step is three calls, always in this order: schedule() -> commit(grant)
-// -> update(output). One step at a time (lockstep with the worker). Plain
-// class, no CAF: the scheduler actor's thread only.
+// -> update(output). Lockstep: one step at a time. With async_scheduling, a
+// second step may be scheduled and committed while one is in flight
+// (can_schedule_ahead()), vLLM's async scheduling: every request of the
+// in-flight step that samples there gets a placeholder token, which the
+// next step computes (the worker takes its id on the device). Planning
+// ahead is limited to what needs no host knowledge of that token: no
+// preemption (all running requests must fit), no penalties (the sampler
+// counts output tokens), no parallel-sampling forks, nothing past
+// max_tokens or max_model_len. A request the in-flight step finishes (EOS,
+// stop, abort) has its ahead-planned work dropped when that step returns;
+// its blocks are freed in the next transaction, which is applied after the
+// step that last used them on the device stream. Updates come in step
+// order; a transaction is never open across an update. Plain class, no
+// CAF: the scheduler actor's thread only.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +66,7 @@ struct scheduler_limits {
   bool priority_policy = false;
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring none
+  bool async_scheduling = false;  // plan a step while the previous one runs
 };
 
 class token_budget_scheduler {
@@ -75,7 +88,13 @@ class token_budget_scheduler {
   void abort_request(request_id id);
 
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
-  bool step_in_flight() const { return in_flight_; }
+  // Transactions open or steps committed and not yet updated.
+  bool step_in_flight() const { return in_flight_ > 0; }
+  int steps_in_flight() const { return in_flight_; }
+  bool async_scheduling() const { return limits_.async_scheduling; }
+  // With one step in flight (and async_scheduling): whether a next step can
+  // be planned now without that step's results (see above).
+  bool can_schedule_ahead() const;
   // Blocks of finished requests not yet returned to the block manager: a
   // transaction (schedule/commit with no requests) should carry them back.
   bool has_pending_frees() const { return !pending_free_.empty(); }
@@ -116,11 +135,27 @@ class token_budget_scheduler {
     bool fork_pending = false;  // sampled, blocks to be forked in the next transaction
     bool may_copy_on_write = false;  // its next token may land in a shared block
     int64_t prompt_logprobs_next = 1;  // first prompt position not yet delivered
+    int64_t inflight_tokens = 0;  // scheduled in steps still in flight
+    int64_t placeholders = 0;     // tokens those steps sample (ids not back yet)
+    bool done = false;            // finished: later outputs of in-flight steps are dropped
     int64_t num_tokens() const {
       return static_cast<int64_t>(prompt_ids.size() + output_ids.size());
     }
+    // Counting what in-flight steps compute and sample.
+    int64_t computed_eff() const { return num_computed_tokens + inflight_tokens; }
+    int64_t num_tokens_eff() const { return num_tokens() + placeholders; }
   };
   using request_ptr = std::shared_ptr<request_state>;
+  // A committed step not yet updated: its requests, tokens, and whether it
+  // samples a token for each.
+  struct step_record {
+    int64_t step_id = 0;
+    std::vector<request_ptr> requests;
+    std::vector<int64_t> tokens;
+    std::vector<bool> samples;
+  };
+  // Whether r can be planned ahead of the in-flight step (and how many tokens).
+  bool schedulable_ahead(const request_state& r) const;
 
   int64_t blocks_needed(const request_state& r, int64_t num_new_tokens) const;
   bool schedule_running(kv_transaction& txn, int64_t& budget);
@@ -159,7 +194,9 @@ class token_budget_scheduler {
   std::unordered_map<int32_t, int32_t> block_holders_;  // block -> requests holding it
   int64_t step_id_ = 0;
   uint64_t next_arrival_ = 0;
-  bool in_flight_ = false;
+  int in_flight_ = 0;                   // transactions open + steps committed, not updated
+  std::deque<step_record> committed_;   // committed steps not yet updated, oldest first
+  bool ahead_ = false;                  // the open transaction plans ahead
   engine_stats stats_;
 };
 

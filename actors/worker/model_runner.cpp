@@ -112,7 +112,7 @@ void model_runner::add_logit_rows(const request_state& r, size_t index, int32_t 
       batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(p - begin), target});
     }
   }
-  if (end == static_cast<int64_t>(r.token_ids.size())) {
+  if (end == static_cast<int64_t>(r.token_ids.size()) + r.pending_tokens) {
     batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(end - 1 - begin), -1});
   }
 }
@@ -127,10 +127,21 @@ void model_runner::build_batch(const std::vector<request_id>& order, host_batch&
     const request_state& r = requests_.at(order[i]);
     const int32_t first_row = static_cast<int32_t>(batch.token_ids.size());
     const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
-    TROUPE_CHECK(end <= static_cast<int64_t>(r.token_ids.size()));
+    const auto known = static_cast<int64_t>(r.token_ids.size());
+    TROUPE_CHECK(end <= known + r.pending_tokens);
     TROUPE_CHECK(end <= static_cast<int64_t>(r.block_ids.size()) * limits_.block_size);
     for (int64_t p = r.num_computed_tokens; p < end; ++p) {
-      batch.token_ids.push_back(r.token_ids[static_cast<size_t>(p)]);
+      if (p >= known) {
+        // A placeholder: the previous launched step samples this token; the
+        // device copies it into this row before the forward pass.
+        TROUPE_CHECK_MSG(p == known && r.pending_tokens == 1 && r.last_sample_index >= 0,
+                         "a plan schedules a token the worker has not sampled");
+        batch.gather_rows.push_back(static_cast<int32_t>(batch.token_ids.size()));
+        batch.gather_src.push_back(r.last_sample_index);
+        batch.token_ids.push_back(0);
+      } else {
+        batch.token_ids.push_back(r.token_ids[static_cast<size_t>(p)]);
+      }
       batch.positions.push_back(static_cast<int32_t>(p));
       const int32_t block = r.block_ids[static_cast<size_t>(p / limits_.block_size)];
       batch.slot_mapping.push_back(block * static_cast<int32_t>(limits_.block_size) +
@@ -160,6 +171,8 @@ forward_inputs model_runner::upload(const host_batch& batch) {
   ops_->upload_ints(batch.seq_lens.data(), seq_lens_dev_, s);
   ops_->upload_ints(batch.block_tables.data(), block_tables_dev_,
                     static_cast<int64_t>(batch.block_tables.size()));
+  ops_->gather_sampled(token_ids_dev_, batch.gather_rows.data(), batch.gather_src.data(),
+                       static_cast<int64_t>(batch.gather_rows.size()));
   forward_inputs in;
   in.num_tokens = n;
   in.token_ids = token_ids_dev_;
@@ -179,7 +192,8 @@ forward_inputs model_runner::upload(const host_batch& batch) {
 sampler_row model_runner::next_token_row(const request_state& r) const {
   const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
   sampler_row s = sampler_row_for(r.params, r.seed);
-  s.step = static_cast<uint64_t>(num_outputs);
+  // Output index of the token drawn now (tokens still being sampled count).
+  s.step = static_cast<uint64_t>(num_outputs + r.pending_tokens);
   s.prompt_ids = r.token_ids.data();
   s.num_prompt_ids = r.num_prompt_tokens;
   s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
@@ -195,58 +209,58 @@ sampler_row model_runner::fork_row(const request_state& parent, const fork_child
   return s;
 }
 
-bool model_runner::sample_chunk_on_device(const std::vector<request_id>& order,
-                                          const host_batch& batch, size_t begin, int64_t n,
-                                          step_output& out) {
-  // On by default where the backend can (cuda); TROUPE_DEVICE_SAMPLING=0
-  // downloads the logits rows and samples on the host instead (docs/gpu.md).
-  static const bool enabled = [] {
+bool model_runner::device_sampling_enabled() const {
+  // On where the backend can (cuda, and the CPU backend's synchronous
+  // version); TROUPE_DEVICE_SAMPLING=0 downloads the logits rows and samples
+  // on the host instead (docs/gpu.md).
+  static const bool allowed = [] {
     const char* v = std::getenv("TROUPE_DEVICE_SAMPLING");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  if (!enabled) return false;
+  return allowed && ops_->samples_async();
+}
+
+bool model_runner::can_overlap() { return device_sampling_enabled(); }
+
+bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int64_t n,
+                                      launched_step& step) {
+  if (!device_sampling_enabled()) return false;
   // One job per logits row (a prompt logprob: its target forced), plus one
-  // per fork child sharing its parent's row; results come back in order.
+  // per fork child sharing its parent's row.
+  const auto first = static_cast<int64_t>(step.jobs.size());
   std::vector<ops::sample_job> jobs;
   for (int64_t i = 0; i < n; ++i) {
     const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
-    const request_state& r = requests_.at(order[row.batch_index]);
+    request_state& r = requests_.at(step.order[row.batch_index]);
     ops::sample_job job;
     job.logits_row = static_cast<int32_t>(i);
     if (row.prompt_target >= 0) {
       job.row.num_logprobs = r.params.prompt_logprobs;
       job.forced_token = r.token_ids[static_cast<size_t>(row.prompt_target)];
       jobs.push_back(job);
+      step.jobs.push_back({job_ref::prompt_logprob, row.batch_index, 0, true});
       continue;
     }
     job.row = next_token_row(r);
+    // Penalties count the output so far: none may still be in flight.
+    const bool penalized = r.params.presence_penalty != 0.0f ||
+                           r.params.frequency_penalty != 0.0f ||
+                           r.params.repetition_penalty != 1.0f;
+    TROUPE_CHECK_MSG(!penalized || r.pending_tokens == 0,
+                     "a penalized request was scheduled before its last token was back");
+    r.last_sample_index = static_cast<int32_t>(first) + static_cast<int32_t>(jobs.size());
     jobs.push_back(job);
+    step.jobs.push_back({job_ref::next_token, row.batch_index, 0, r.params.logprobs >= 0});
     for (const fork_child& c : r.fork_children) {
       ops::sample_job child;
       child.logits_row = static_cast<int32_t>(i);
       child.row = fork_row(r, c);
       jobs.push_back(child);
-    }
-  }
-  std::vector<sample_result> results;
-  if (!ops_->sample_on_device(logits_.row_slice(0, n), jobs, results)) return false;
-  size_t k = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
-    request_state& r = requests_.at(order[row.batch_index]);
-    sampled_output& o = out.outputs[row.batch_index];
-    if (row.prompt_target >= 0) {
-      o.prompt_logprobs.push_back(std::move(results[k++].logprobs));
-      continue;
-    }
-    o.token_id = results[k].token_id;
-    o.logprobs = std::move(results[k++].logprobs);
-    for (const fork_child& c : r.fork_children) {
-      o.fork_samples.push_back({c.id, results[k].token_id, std::move(results[k].logprobs)});
-      ++k;
+      step.jobs.push_back({job_ref::fork, row.batch_index, c.id, c.params.logprobs >= 0});
     }
     r.fork_children.clear();
   }
+  TROUPE_CHECK(ops_->sample_async(logits_.row_slice(0, n), jobs, step.seq, first));
   return true;
 }
 
@@ -275,8 +289,7 @@ void model_runner::sample_forks(request_state& r, const float* logits, sampled_o
   r.fork_children.clear();
 }
 
-void model_runner::compute_outputs(const std::vector<request_id>& order,
-                                   const host_batch& batch, step_output& out) {
+void model_runner::compute_outputs(const host_batch& batch, launched_step& step) {
   const int64_t vocab = model_->config().vocab_size;
   std::vector<int32_t> rows;
   for (const logit_row& row : batch.logit_rows) rows.push_back(row.token_row);
@@ -284,12 +297,12 @@ void model_runner::compute_outputs(const std::vector<request_id>& order,
     const int64_t n = std::min<int64_t>(logits_chunk_rows, static_cast<int64_t>(rows.size() - begin));
     ops_->upload_ints(rows.data() + begin, logit_rows_dev_, n);
     model_->compute_logits(logit_rows_dev_, n, logits_);
-    if (sample_chunk_on_device(order, batch, begin, n, out)) continue;
+    if (sample_chunk_async(batch, begin, n, step)) continue;
     ops_->download(logits_.row_slice(0, n), logits_host_.data());
     for (int64_t i = 0; i < n; ++i) {
       const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
-      request_state& r = requests_.at(order[row.batch_index]);
-      handle_row(r, row, logits_host_.data() + i * vocab, out.outputs[row.batch_index]);
+      request_state& r = requests_.at(step.order[row.batch_index]);
+      handle_row(r, row, logits_host_.data() + i * vocab, step.out.outputs[row.batch_index]);
     }
   }
 }
@@ -391,18 +404,28 @@ model_runner::~model_runner() {
 }
 
 step_output model_runner::execute(const step_plan& plan) {
-  const auto start = std::chrono::steady_clock::now();
-  ops_->step_begin();
+  launch(plan);
+  return finish();
+}
+
+void model_runner::launch(const step_plan& plan) {
+  TROUPE_CHECK_MSG(launched_.size() < 2, "at most two steps are launched and not finished");
+  launched_step step;
+  step.start = std::chrono::steady_clock::now();
+  step.seq = next_seq_++;
+  ops_->step_begin(step.seq);
   run_swaps(plan);
-  std::vector<request_id> order;
-  apply_plan(plan, order);
-  step_output out;
-  out.step_id = plan.step_id;
-  out.outputs.resize(order.size());
-  for (size_t i = 0; i < order.size(); ++i) out.outputs[i].id = order[i];
-  if (!order.empty()) {
+  apply_plan(plan, step.order);
+  step.out.step_id = plan.step_id;
+  step.out.outputs.resize(step.order.size());
+  for (size_t i = 0; i < step.order.size(); ++i) step.out.outputs[i].id = step.order[i];
+  step.samples.assign(step.order.size(), false);
+  if (!step.order.empty()) {
     host_batch batch;
-    build_batch(order, batch);
+    build_batch(step.order, batch);
+    for (const logit_row& row : batch.logit_rows) {
+      if (row.prompt_target < 0) step.samples[row.batch_index] = true;
+    }
     if (const int64_t graph = graph_size_for(batch); graph > 0) {
       pad_for_graph(batch, graph);
       const forward_inputs in = upload(batch);
@@ -415,18 +438,51 @@ step_output model_runner::execute(const step_plan& plan) {
     } else {
       model_->forward(upload(batch), kv_cache_);
     }
-    compute_outputs(order, batch, out);
+    compute_outputs(batch, step);
   }
-  for (size_t i = 0; i < order.size(); ++i) {
-    request_state& r = requests_.at(order[i]);
+  for (size_t i = 0; i < step.order.size(); ++i) {
+    request_state& r = requests_.at(step.order[i]);
     r.num_computed_tokens += r.num_scheduled_tokens;
     r.num_scheduled_tokens = 0;
-    if (out.outputs[i].token_id >= 0) r.token_ids.push_back(out.outputs[i].token_id);
+    if (step.samples[i]) ++r.pending_tokens;
   }
-  ops_->step_end();
-  out.execute_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
+  launched_.push_back(std::move(step));
+}
+
+step_output model_runner::finish() {
+  TROUPE_CHECK_MSG(!launched_.empty(), "finish without a launched step");
+  launched_step step = std::move(launched_.front());
+  launched_.pop_front();
+  ops_->step_end(step.seq);
+  if (!step.jobs.empty()) {
+    std::vector<sample_result> results;
+    ops_->sample_results(step.seq, 0, static_cast<int64_t>(step.jobs.size()), results);
+    for (size_t k = 0; k < step.jobs.size(); ++k) {
+      const job_ref& ref = step.jobs[k];
+      sampled_output& o = step.out.outputs[ref.batch_index];
+      token_logprobs lp = ref.wants_logprobs ? std::move(results[k].logprobs) : token_logprobs{};
+      switch (ref.kind) {
+        case job_ref::prompt_logprob: o.prompt_logprobs.push_back(std::move(lp)); break;
+        case job_ref::next_token:
+          o.token_id = results[k].token_id;
+          o.logprobs = std::move(lp);
+          break;
+        case job_ref::fork: o.fork_samples.push_back({ref.child, results[k].token_id, std::move(lp)}); break;
+      }
+    }
+  }
+  // The sampled tokens join their requests (unless a later plan dropped them).
+  for (size_t i = 0; i < step.order.size(); ++i) {
+    if (!step.samples[i]) continue;
+    auto it = requests_.find(step.order[i]);
+    if (it == requests_.end()) continue;
+    TROUPE_CHECK(step.out.outputs[i].token_id >= 0 && it->second.pending_tokens > 0);
+    it->second.token_ids.push_back(step.out.outputs[i].token_id);
+    --it->second.pending_tokens;
+  }
+  step.out.execute_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step.start).count();
+  return std::move(step.out);
 }
 
 }  // namespace troupe

@@ -8,7 +8,9 @@
 // a plan lists it in finished_ids.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -39,7 +41,22 @@ class model_runner {
   // (index arrays and the logits chunk): the memory plan reserves them.
   static int64_t buffer_bytes(const runner_limits& limits, int64_t vocab_size);
 
+  // One step in lockstep: launch(plan), then finish().
   step_output execute(const step_plan& plan);
+
+  // Overlapped steps (async scheduling). launch runs a plan's swaps and
+  // launches its forward pass and sampling without waiting for them (with a
+  // backend that samples where the logits are; else sampling happens on the
+  // host inside launch). A request whose last token the previous launched
+  // step is still sampling (a placeholder: the scheduler planned this step
+  // before that one returned) takes it on the device (ops::gather_sampled).
+  // At most two steps are launched and not finished. finish waits for the
+  // oldest and returns its output; sampled tokens join the requests then.
+  void launch(const step_plan& plan);
+  step_output finish();
+  size_t num_launched() const { return launched_.size(); }
+  // Whether launched steps overlap: the backend samples asynchronously.
+  bool can_overlap();
 
   // Decode steps (every request one token) run as CUDA graphs, one per
   // batch-size bucket (1, 2, 4, then multiples of 8 up to max_num_seqs):
@@ -67,6 +84,8 @@ class model_runner {
     int64_t num_scheduled_tokens = 0;
     int64_t prompt_logprobs_start = 1;
     std::vector<fork_child> fork_children;  // sampled with this request's prompt end
+    int64_t pending_tokens = 0;      // sampled by launched steps, not yet in token_ids
+    int32_t last_sample_index = -1;  // its job index in the last launched step that sampled it
   };
   // One row of logits to compute and what to do with it.
   struct logit_row {
@@ -78,7 +97,23 @@ class model_runner {
     std::vector<int32_t> token_ids, positions, slot_mapping;
     std::vector<int32_t> query_start_loc, seq_lens, block_tables;
     std::vector<logit_row> logit_rows;
+    std::vector<int32_t> gather_rows, gather_src;  // placeholder rows and their sample index
     int64_t max_blocks = 0, max_query_len = 0, max_seq_len = 0;
+  };
+  // A sampled job of a launched step and where its result goes.
+  struct job_ref {
+    enum kind_t { next_token, prompt_logprob, fork } kind;
+    size_t batch_index;
+    request_id child = 0;       // fork
+    bool wants_logprobs = false;
+  };
+  struct launched_step {
+    int64_t seq = 0;  // the backend's step number
+    step_output out;
+    std::vector<request_id> order;
+    std::vector<bool> samples;  // per order index: a token is sampled for it
+    std::vector<job_ref> jobs;  // device-sampled jobs by index
+    std::chrono::steady_clock::time_point start;
   };
 
   void apply_plan(const step_plan& plan, std::vector<request_id>& order);
@@ -93,18 +128,17 @@ class model_runner {
   void add_logit_rows(const request_state& r, size_t index, int32_t first_row,
                       host_batch& batch);
   forward_inputs upload(const host_batch& batch);
-  void compute_outputs(const std::vector<request_id>& order, const host_batch& batch,
-                       step_output& out);
+  void compute_outputs(const host_batch& batch, launched_step& step);
   void handle_row(request_state& r, const logit_row& row, const float* logits,
                   sampled_output& out);
   // The sampler's view of r's next token, and of a fork child's first.
   sampler_row next_token_row(const request_state& r) const;
   sampler_row fork_row(const request_state& parent, const fork_child& c) const;
   // Samples logits rows [begin, begin + n) of the step where they are
-  // (ops::sample_on_device); false when the backend cannot, or unless
-  // TROUPE_DEVICE_SAMPLING=1 (opt-in until checked on a GPU).
-  bool sample_chunk_on_device(const std::vector<request_id>& order, const host_batch& batch,
-                              size_t begin, int64_t n, step_output& out);
+  // (ops::sample_async); false when the backend cannot, or with
+  // TROUPE_DEVICE_SAMPLING=0 (host sampling, for comparisons).
+  bool sample_chunk_async(const host_batch& batch, size_t begin, int64_t n, launched_step& step);
+  bool device_sampling_enabled() const;
 
   std::unique_ptr<ops> ops_;
   std::unique_ptr<llama_model> model_;
@@ -122,6 +156,9 @@ class model_runner {
   int32_t* logit_rows_dev_ = nullptr;
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only
   bool graphs_replay_ = false;        // the backend replays graphs (else: padded eager)
+  std::deque<launched_step> launched_;  // launched, not finished (oldest first)
+  int64_t next_seq_ = 0;
+  int device_sampling_ = -1;  // -1: not known yet (asks the backend once)
   tensor logits_;  // [logits_chunk, vocab]
   std::vector<float> logits_host_;
 };

@@ -264,4 +264,43 @@ void cpu_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& ds
   }
 }
 
+bool cpu_ops::sample_async(const tensor& logits, const std::vector<sample_job>& jobs,
+                           int64_t step, int64_t first) {
+  std::vector<sample_result>& slot = results_[step % result_slots];
+  const size_t end = static_cast<size_t>(first) + jobs.size();
+  if (first == 0) slot.clear();
+  if (slot.size() < end) slot.resize(end);
+  if (sampled_ids_.size() < end) sampled_ids_.resize(end);
+  const int64_t vocab = logits.cols;
+  for (const sample_job& job : jobs) TROUPE_CHECK(job.logits_row >= 0 && job.logits_row < logits.rows);
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const sample_job& job = jobs[i];
+    const float* row = logits.f32() + int64_t{job.logits_row} * vocab;
+    sample_result& r = slot[static_cast<size_t>(first) + i];
+    if (job.forced_token >= 0) {
+      r.token_id = job.forced_token;
+      r.logprobs = logprobs_of(row, vocab, job.forced_token, job.row.num_logprobs);
+    } else {
+      r = sample_row(row, vocab, job.row);
+    }
+    sampled_ids_[static_cast<size_t>(first) + i] = r.token_id;
+  }
+  return true;
+}
+
+void cpu_ops::sample_results(int64_t step, int64_t first, int64_t n,
+                             std::vector<sample_result>& out) {
+  const std::vector<sample_result>& slot = results_[step % result_slots];
+  TROUPE_CHECK(first >= 0 && static_cast<size_t>(first + n) <= slot.size());
+  out.assign(slot.begin() + first, slot.begin() + first + n);
+}
+
+void cpu_ops::gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    TROUPE_CHECK(src[i] >= 0 && static_cast<size_t>(src[i]) < sampled_ids_.size());
+    dst[rows[i]] = sampled_ids_[static_cast<size_t>(src[i])];
+  }
+}
+
 }  // namespace troupe

@@ -51,7 +51,19 @@ class cpu_ops final : public ops {
                       const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
                       int64_t block_size) override;
 
+  // Sampling runs at once (the logits are host memory): results are kept
+  // per step (the last three) and token ids for gather_sampled.
+  bool samples_async() const override { return true; }
+  bool sample_async(const tensor& logits, const std::vector<sample_job>& jobs, int64_t step,
+                    int64_t first) override;
+  void sample_results(int64_t step, int64_t first, int64_t n,
+                      std::vector<sample_result>& out) override;
+  void gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* src, int64_t n) override;
+
  private:
+  static constexpr int64_t result_slots = 3;  // steps whose results are kept
+  std::vector<sample_result> results_[result_slots];
+  std::vector<int32_t> sampled_ids_;
   struct free_deleter {
     void operator()(void* p) const;
   };

@@ -63,10 +63,16 @@ struct cuda_ops::impl {
   cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
   std::map<int64_t, cudaGraphExec_t> graphs;
-  // Timeline events: the step's first launch, and its last result (recorded
-  // by each download / device sampling; the last one of a step counts).
-  cudaEvent_t step_start = nullptr, work_end = nullptr, prev_work_end = nullptr;
-  bool in_step = false, have_work_end = false, have_prev = false;
+  // Timeline events per step slot (step % slots: a step, the one before it
+  // and the one after can be alive at once): the step's first launch, and
+  // its last result (recorded by each download / device sampling; the last
+  // one of a step counts).
+  static constexpr int slots = 3;
+  cudaEvent_t step_start[slots] = {}, work_end[slots] = {};
+  bool have_work_end[slots] = {};
+  int64_t current_step = -1;  // the last step begun
+  int active_steps = 0;       // begun, not ended
+  int64_t last_ended = -1;    // for the idle gap before the next step
   ops::timeline line;
   // The op profiler (TROUPE_PROFILE_OPS=1): an event pair per op of the
   // step, resolved at step_end into totals per op name.
@@ -79,31 +85,39 @@ struct cuda_ops::impl {
     std::string name;
     double bytes;
     cudaEvent_t begin, end;
+    int64_t step;
   };
   bool profile = [] {
     const char* v = std::getenv("TROUPE_PROFILE_OPS");
     return v != nullptr && std::strcmp(v, "1") == 0;
   }();
-  std::vector<cudaEvent_t> event_pool;
-  size_t events_used = 0;
+  std::vector<cudaEvent_t> free_events;
   std::vector<op_span> spans;
   std::map<std::string, op_stat> op_stats;
   cudaEvent_t next_event() {
-    if (events_used == event_pool.size()) {
+    if (free_events.empty()) {
       cudaEvent_t e = nullptr;
       TROUPE_CUDA_CHECK(cudaEventCreate(&e));
-      event_pool.push_back(e);
+      return e;
     }
-    return event_pool[events_used++];
+    cudaEvent_t e = free_events.back();
+    free_events.pop_back();
+    return e;
   }
   bool profiling() const {
-    if (!profile || !in_step) return false;
+    if (!profile || active_steps == 0) return false;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     TROUPE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
     return status == cudaStreamCaptureStatusNone;
   }
-  void resolve_spans() {
-    for (const op_span& s : spans) {
+  // Adds up the spans of steps up to `step` (their work is done).
+  void resolve_spans(int64_t step) {
+    std::vector<op_span> later;
+    for (op_span& s : spans) {
+      if (s.step > step) {
+        later.push_back(std::move(s));
+        continue;
+      }
       TROUPE_CUDA_CHECK(cudaEventSynchronize(s.end));
       float ms = 0;
       TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, s.begin, s.end));
@@ -111,14 +125,15 @@ struct cuda_ops::impl {
       st.calls += 1;
       st.ms += ms;
       st.bytes += s.bytes;
+      free_events.push_back(s.begin);
+      free_events.push_back(s.end);
     }
-    spans.clear();
-    events_used = 0;
+    spans = std::move(later);
   }
-  void mark_work_end() {
-    if (!in_step) return;
-    TROUPE_CUDA_CHECK(cudaEventRecord(work_end, stream));
-    have_work_end = true;
+  void mark_work_end(int64_t step) {
+    if (active_steps == 0 || step < 0) return;
+    TROUPE_CUDA_CHECK(cudaEventRecord(work_end[step % slots], stream));
+    have_work_end[step % slots] = true;
   }
   // Sampling buffers, grown on demand (outside forward passes and graphs).
   struct growable {
@@ -126,9 +141,43 @@ struct cuda_ops::impl {
     size_t bytes = 0;
   };
   growable sample_params, sample_ids, sample_outputs, sample_scratch;
+  growable sampled_tokens;  // token ids by job index of the last sampling step (kept on growth)
+  growable gather_index;    // gather_sampled's (row, source) pairs
   std::vector<cuda::sample_params> host_params;
   std::vector<int32_t> host_ids;
-  std::vector<cuda::sample_output> host_outputs;
+  // Results per step slot, pinned (the device copies into them asynchronously).
+  struct pinned {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  pinned results[slots];
+  std::vector<int32_t> host_gather;
+
+  // Grows g keeping its first `keep` bytes.
+  void* ensure_keeping(growable& g, size_t bytes, size_t keep) {
+    if (bytes <= g.bytes) return g.ptr;
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    void* grown_ptr = nullptr;
+    const size_t grown = std::max(bytes, g.bytes * 2);
+    TROUPE_CUDA_CHECK(cudaMalloc(&grown_ptr, grown));
+    if (keep > 0) TROUPE_CUDA_CHECK(cudaMemcpy(grown_ptr, g.ptr, keep, cudaMemcpyDeviceToDevice));
+    TROUPE_CUDA_CHECK(cudaFree(g.ptr));
+    g.ptr = grown_ptr;
+    g.bytes = grown;
+    return g.ptr;
+  }
+  void* ensure_pinned(pinned& p, size_t bytes, size_t keep) {
+    if (bytes <= p.bytes) return p.ptr;
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));  // no copy is still writing the old one
+    void* grown_ptr = nullptr;
+    const size_t grown = std::max(bytes, p.bytes * 2);
+    TROUPE_CUDA_CHECK(cudaMallocHost(&grown_ptr, grown));
+    if (keep > 0) std::memcpy(grown_ptr, p.ptr, keep);
+    TROUPE_CUDA_CHECK(cudaFreeHost(p.ptr));
+    p.ptr = grown_ptr;
+    p.bytes = grown;
+    return p.ptr;
+  }
 
   void* ensure(growable& g, size_t bytes) {
     if (bytes <= g.bytes) return g.ptr;
@@ -154,6 +203,7 @@ class op_scope {
     span_.bytes = bytes;
     span_.begin = m.next_event();
     span_.end = m.next_event();
+    span_.step = m.current_step;
     TROUPE_CUDA_CHECK(cudaEventRecord(span_.begin, m.stream));
   }
   op_scope(cuda_ops::impl& m, std::string name, double bytes) : op_scope(m, "", bytes) {
@@ -217,33 +267,44 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   constexpr size_t blas_workspace_bytes = 32u << 20;
   TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, blas_workspace_bytes));
   TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, blas_workspace_bytes));
-  for (cudaEvent_t* e : {&impl_->step_start, &impl_->work_end, &impl_->prev_work_end}) {
-    TROUPE_CUDA_CHECK(cudaEventCreate(e));
+  for (int i = 0; i < impl::slots; ++i) {
+    TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->step_start[i]));
+    TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->work_end[i]));
   }
 }
 
-void cuda_ops::step_begin() {
+void cuda_ops::step_begin(int64_t step) {
   impl& m = *impl_;
-  TROUPE_CUDA_CHECK(cudaEventRecord(m.step_start, m.stream));
-  m.in_step = true;
-  m.have_work_end = false;
+  const int slot = static_cast<int>(step % impl::slots);
+  TROUPE_CUDA_CHECK(cudaEventRecord(m.step_start[slot], m.stream));
+  m.have_work_end[slot] = false;
+  m.current_step = step;
+  ++m.active_steps;
 }
 
-void cuda_ops::step_end() {
+void cuda_ops::step_end(int64_t step) {
   impl& m = *impl_;
-  if (!m.in_step) return;
-  if (!m.have_work_end) m.mark_work_end();  // nothing came back (a prefill chunk): its launches
-  m.in_step = false;
-  TROUPE_CUDA_CHECK(cudaEventSynchronize(m.work_end));
-  m.resolve_spans();
-  float busy_ms = 0, idle_ms = 0;
-  TROUPE_CUDA_CHECK(cudaEventElapsedTime(&busy_ms, m.step_start, m.work_end));
-  if (m.have_prev) TROUPE_CUDA_CHECK(cudaEventElapsedTime(&idle_ms, m.prev_work_end, m.step_start));
+  const int slot = static_cast<int>(step % impl::slots);
+  // Nothing came back (a prefill chunk): the step ends with its launches
+  // (recorded now, before a later step's if one is queued behind it, is not
+  // possible then: a step without results is never overlapped).
+  if (!m.have_work_end[slot]) TROUPE_CUDA_CHECK(cudaEventRecord(m.work_end[slot], m.stream));
+  TROUPE_CUDA_CHECK(cudaEventSynchronize(m.work_end[slot]));
+  float busy_ms = 0;
+  TROUPE_CUDA_CHECK(cudaEventElapsedTime(&busy_ms, m.step_start[slot], m.work_end[slot]));
+  if (m.last_ended >= 0 && m.last_ended == step - 1) {
+    // The gap since the previous step's last result (its events are intact:
+    // at most step + 1 has been begun).
+    float idle_ms = 0;
+    const int prev = static_cast<int>((step - 1) % impl::slots);
+    TROUPE_CUDA_CHECK(cudaEventElapsedTime(&idle_ms, m.work_end[prev], m.step_start[slot]));
+    m.line.idle_seconds += std::max(0.0f, idle_ms) / 1000.0;
+  }
+  m.last_ended = step;
   m.line.steps += 1;
   m.line.busy_seconds += busy_ms / 1000.0;
-  m.line.idle_seconds += std::max(0.0f, idle_ms) / 1000.0;
-  std::swap(m.work_end, m.prev_work_end);
-  m.have_prev = true;
+  m.active_steps = std::max(0, m.active_steps - 1);
+  m.resolve_spans(step);
 }
 
 ops::timeline cuda_ops::device_timeline() const { return impl_->line; }
@@ -265,10 +326,9 @@ void cuda_ops::end_capture(int64_t id) {
   }
 }
 
-bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_job>& jobs,
-                                std::vector<sample_result>& out) {
+bool cuda_ops::sample_async(const tensor& logits, const std::vector<sample_job>& jobs,
+                            int64_t step, int64_t first) {
   TROUPE_CHECK(logits.type == dtype::f32);
-  out.clear();
   const auto n = static_cast<int64_t>(jobs.size());
   if (n == 0) return true;
   impl& m = *impl_;
@@ -311,6 +371,14 @@ bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_j
   void* dids = m.ensure(m.sample_ids, ids_bytes);
   void* douts = m.ensure(m.sample_outputs, out_bytes);
   void* scratch = m.ensure(m.sample_scratch, cuda::sample_scratch_bytes(n, logits.cols));
+  auto* tokens = static_cast<int32_t*>(m.ensure_keeping(
+      m.sampled_tokens, static_cast<size_t>(first + n) * sizeof(int32_t),
+      static_cast<size_t>(first) * sizeof(int32_t)));
+  impl::pinned& slot = m.results[step % impl::slots];
+  auto* results = static_cast<cuda::sample_output*>(
+      m.ensure_pinned(slot, static_cast<size_t>(first + n) * sizeof(cuda::sample_output),
+                      static_cast<size_t>(first) * sizeof(cuda::sample_output)));
+  // Pageable sources: the runtime stages them before returning.
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(dparams, m.host_params.data(), params_bytes,
                                     cudaMemcpyHostToDevice, m.stream));
   if (!m.host_ids.empty()) {
@@ -318,27 +386,45 @@ bool cuda_ops::sample_on_device(const tensor& logits, const std::vector<sample_j
                                       cudaMemcpyHostToDevice, m.stream));
   }
   cuda::sample(logits.f32(), logits.cols, static_cast<const cuda::sample_params*>(dparams),
-               static_cast<const int32_t*>(dids), n, scratch, nullptr,
+               static_cast<const int32_t*>(dids), n, scratch, tokens + first,
                static_cast<cuda::sample_output*>(douts), m.stream);
-  m.host_outputs.resize(jobs.size());
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(m.host_outputs.data(), douts, out_bytes,
-                                    cudaMemcpyDeviceToHost, m.stream));
-  m.mark_work_end();
-  TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  out.resize(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const cuda::sample_output& o = m.host_outputs[i];
-    sample_result& r = out[i];
-    r.token_id = o.token_id;
-    if (jobs[i].row.num_logprobs >= 0) {
-      r.logprobs.token_id = o.token_id;
-      r.logprobs.logprob = o.logprob;
-      r.logprobs.rank = o.rank;
-      r.logprobs.top_ids.assign(o.top_ids, o.top_ids + o.num_top);
-      r.logprobs.top_logprobs.assign(o.top_logprobs, o.top_logprobs + o.num_top);
-    }
-  }
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(results + first, douts, out_bytes, cudaMemcpyDeviceToHost,
+                                    m.stream));
+  m.mark_work_end(step);
   return true;
+}
+
+void cuda_ops::sample_results(int64_t step, int64_t first, int64_t n,
+                              std::vector<sample_result>& out) {
+  const impl::pinned& slot = impl_->results[step % impl::slots];
+  TROUPE_CHECK(static_cast<size_t>(first + n) * sizeof(cuda::sample_output) <= slot.bytes);
+  const auto* results = static_cast<const cuda::sample_output*>(slot.ptr) + first;
+  out.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const cuda::sample_output& o = results[i];
+    sample_result& r = out[static_cast<size_t>(i)];
+    r.token_id = o.token_id;
+    // Meaningful where the job asked for logprobs (the caller knows which).
+    r.logprobs.token_id = o.token_id;
+    r.logprobs.logprob = o.logprob;
+    r.logprobs.rank = o.rank;
+    r.logprobs.top_ids.assign(o.top_ids, o.top_ids + o.num_top);
+    r.logprobs.top_logprobs.assign(o.top_logprobs, o.top_logprobs + o.num_top);
+  }
+}
+
+void cuda_ops::gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* src, int64_t n) {
+  if (n == 0) return;
+  impl& m = *impl_;
+  m.host_gather.assign(rows, rows + n);
+  m.host_gather.insert(m.host_gather.end(), src, src + n);
+  auto* index = static_cast<int32_t*>(m.ensure(m.gather_index, m.host_gather.size() * sizeof(int32_t)));
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(index, m.host_gather.data(),
+                                    m.host_gather.size() * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, m.stream));
+  TROUPE_CHECK(m.sampled_tokens.ptr != nullptr);
+  cuda::gather_tokens(dst, index, index + n, static_cast<const int32_t*>(m.sampled_tokens.ptr), n,
+                      m.stream);
 }
 
 void cuda_ops::launch_graph(int64_t id) {
@@ -351,9 +437,18 @@ void cuda_ops::launch_graph(int64_t id) {
 cuda_ops::~cuda_ops() {
   cudaStreamSynchronize(impl_->stream);
   for (auto& [id, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
-  for (cudaEvent_t e : {impl_->step_start, impl_->work_end, impl_->prev_work_end}) cudaEventDestroy(e);
+  for (int i = 0; i < impl::slots; ++i) {
+    cudaEventDestroy(impl_->step_start[i]);
+    cudaEventDestroy(impl_->work_end[i]);
+    cudaFreeHost(impl_->results[i].ptr);
+  }
+  for (const auto& s : impl_->spans) {
+    cudaEventDestroy(s.begin);
+    cudaEventDestroy(s.end);
+  }
+  for (cudaEvent_t e : impl_->free_events) cudaEventDestroy(e);
   for (auto* g : {&impl_->sample_params, &impl_->sample_ids, &impl_->sample_outputs,
-                  &impl_->sample_scratch}) {
+                  &impl_->sample_scratch, &impl_->sampled_tokens, &impl_->gather_index}) {
     cudaFree(g->ptr);
   }
   cudaFree(impl_->blas_workspace);
@@ -428,7 +523,7 @@ void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
 
 void cuda_ops::download(const tensor& src, float* host) {
   const size_t n = static_cast<size_t>(src.numel());
-  impl_->mark_work_end();
+  impl_->mark_work_end(impl_->current_step);
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
   if (src.type == dtype::f32) {
     TROUPE_CUDA_CHECK(cudaMemcpy(host, src.data, n * 4, cudaMemcpyDeviceToHost));

@@ -71,12 +71,16 @@ class cuda_ops final : public ops {
   void begin_capture() override;
   void end_capture(int64_t id) override;
   void launch_graph(int64_t id) override;
-  void step_begin() override;
-  void step_end() override;
+  void step_begin(int64_t step) override;
+  void step_end(int64_t step) override;
   timeline device_timeline() const override;
   std::string op_profile() const override;
-  bool sample_on_device(const tensor& logits, const std::vector<sample_job>& jobs,
-                        std::vector<sample_result>& out) override;
+  bool samples_async() const override { return true; }
+  bool sample_async(const tensor& logits, const std::vector<sample_job>& jobs, int64_t step,
+                    int64_t first) override;
+  void sample_results(int64_t step, int64_t first, int64_t n,
+                      std::vector<sample_result>& out) override;
+  void gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* src, int64_t n) override;
 
   struct impl;  // defined in cuda_ops.cpp (named by its helpers there)
 

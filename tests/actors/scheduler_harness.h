@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -55,6 +56,7 @@ struct fake_worker {
   token_fn next_token = [](request_id, int64_t) { return 7; };
   // Sample next_of_context(the context read back from the KV cache) instead.
   bool sample_from_context = false;
+  bool pipelined = false;  // plans are committed one step ahead (async scheduling)
   std::unordered_map<request_id, held> requests;
   std::unordered_map<request_id, uint64_t> first_seed;  // seed at first admission
   std::unordered_map<int64_t, context> kv;       // device slot -> content
@@ -144,7 +146,17 @@ struct fake_worker {
     for (request_id id : order) {
       held& r = requests.at(id);
       const std::vector<int32_t>* owned = ledger.blocks_of(id);
-      EXPECT_TRUE(owned != nullptr && *owned == r.block_ids) << "block table of " << id;
+      if (pipelined) {
+        // The next step's transaction may already be applied: the ledger
+        // may hold more blocks, or (a request this step's predecessor
+        // finished) none.
+        EXPECT_TRUE(owned == nullptr ||
+                    (owned->size() >= r.block_ids.size() &&
+                     std::equal(r.block_ids.begin(), r.block_ids.end(), owned->begin())))
+            << "block table of " << id;
+      } else {
+        EXPECT_TRUE(owned != nullptr && *owned == r.block_ids) << "block table of " << id;
+      }
       const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
       EXPECT_GT(r.num_scheduled_tokens, 0);
       EXPECT_LE(end, static_cast<int64_t>(r.token_ids.size()));
@@ -276,6 +288,47 @@ class harness {
   // One schedule -> commit -> execute -> update round; what each request ran.
   std::map<request_id, int64_t> step(const hooks& h = {}) {
     std::map<request_id, int64_t> scheduled;
+    const step_plan plan = commit_step(h);
+    if (plan.step_id == 0) return scheduled;  // nothing to run
+    execute_step(plan, scheduled, h);
+    return scheduled;
+  }
+
+  // Async scheduling as the scheduler actor and an overlapping worker run
+  // it: after step N is committed, N + 1 is planned and committed before N's
+  // output is applied whenever the scheduler allows (can_schedule_ahead);
+  // outputs are applied in step order. The fake worker runs plans in commit
+  // order, as the device stream does, so a placeholder token is known to it
+  // by the time the next plan reads it. Returns the steps planned ahead.
+  int64_t run_pipelined() {
+    worker.pipelined = true;
+    std::deque<step_plan> in_flight;  // committed, not yet run and updated
+    int64_t ahead = 0;
+    for (int i = 0; i < 20000; ++i) {
+      if (in_flight.empty()) {
+        if (!sched.has_unfinished()) break;
+        const step_plan plan = commit_step({});
+        if (plan.step_id != 0) in_flight.push_back(plan);
+        continue;
+      }
+      EXPECT_EQ(sched.steps_in_flight(), static_cast<int>(in_flight.size()));
+      if (in_flight.size() == 1 && sched.can_schedule_ahead()) {
+        const step_plan plan = commit_step({});
+        if (plan.step_id != 0) {
+          in_flight.push_back(plan);
+          ++ahead;
+        }
+      }
+      std::map<request_id, int64_t> scheduled;
+      execute_step(in_flight.front(), scheduled, {});
+      in_flight.pop_front();
+    }
+    EXPECT_TRUE(in_flight.empty());
+    EXPECT_FALSE(sched.has_unfinished());
+    return ahead;
+  }
+
+  step_plan commit_step(const hooks& h) {
     const kv_transaction txn = sched.schedule();
     if (h.after_schedule) h.after_schedule();
     collect();
@@ -290,7 +343,11 @@ class harness {
     const step_plan plan = sched.commit(grant);
     EXPECT_EQ(sched.num_blocks_free(), ledger.pool().num_blocks_free());
     last_plan = plan;
-    if (plan.step_id == 0) return scheduled;  // nothing to run
+    return plan;
+  }
+
+  void execute_step(const step_plan& plan, std::map<request_id, int64_t>& scheduled,
+                    const hooks& h) {
     EXPECT_LE(plan.total_num_scheduled_tokens, limits.max_num_batched_tokens);
     EXPECT_LE(int64_t(plan.new_requests.size() + plan.cached_requests.size()), limits.max_num_seqs);
     const step_output out = worker.execute(plan, ledger, scheduled);
@@ -299,7 +356,6 @@ class harness {
     sched.update(out);
     collect();
     ++num_steps;
-    return scheduled;
   }
 
   void run_to_completion() {

@@ -101,6 +101,19 @@ TEST_P(golden, all_cases_batched_match) {
   EXPECT_EQ(stats_value(err, "generated_tokens"), 5 * 24) << err;
 }
 
+// Async scheduling (the default where sampling runs beside the logits, as
+// on this backend): decode steps are planned while the previous step runs
+// and take its tokens on the backend; lockstep steps give the same results.
+TEST_P(golden, async_scheduling_and_lockstep_match) {
+  const std::string async_err =
+      run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3"});
+  EXPECT_GT(stats_value(async_err, "steps_ahead"), 20) << async_err;
+  const std::string lockstep_err =
+      run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3",
+                               "--async-scheduling", "false"});
+  EXPECT_EQ(stats_value(lockstep_err, "steps_ahead"), 0) << lockstep_err;
+}
+
 TEST_P(golden, small_token_budget_chunks_prefill) {
   run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3"});
 }

@@ -57,11 +57,12 @@ engine_config parse_ok(const std::vector<std::string>& args) {
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 35u);
+  ASSERT_EQ(keys.size(), 36u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
-  EXPECT_EQ(keys[21], "speculative_config");
+  EXPECT_EQ(keys[20], "async_scheduling");
+  EXPECT_EQ(keys[22], "speculative_config");
   EXPECT_EQ(keys.back(), "log_level");
 }
 
@@ -115,6 +116,8 @@ TEST(parse_args, boolean_forms) {
   EXPECT_TRUE(parse_ok({"--enable-prefix-caching", "true"}).enable_prefix_caching);
   EXPECT_FALSE(parse_ok({"--no-enable-prefix-caching"}).enable_prefix_caching);
   EXPECT_FALSE(parse_ok({"--enforce-eager=false"}).enforce_eager);
+  EXPECT_TRUE(engine_config{}.async_scheduling);
+  EXPECT_FALSE(parse_ok({"--async-scheduling", "false"}).async_scheduling);
   // A boolean flag consumes only a literal true/false.
   EXPECT_EQ(parse_error({"--enforce-eager", "yes"}), one_problem("unexpected argument 'yes'"));
   EXPECT_EQ(parse_error({"--enforce-eager=yes"}),

@@ -21,6 +21,12 @@ __global__ void write_kv_kernel(const uint16_t* k, const uint16_t* v, const int3
   }
 }
 
+__global__ void gather_tokens_kernel(int32_t* dst, const int32_t* rows, const int32_t* src_index,
+                                     const int32_t* src, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) dst[rows[i]] = src[src_index[i]];
+}
+
 __global__ void gather_kernel(const uint16_t* x, const int32_t* indices, int64_t row_words,
                               uint16_t* out) {
   const int64_t row = blockIdx.x;
@@ -40,6 +46,14 @@ void write_kv_cache(element_type t, const void* k, const void* v, const int32_t*
   write_kv_kernel<<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(
       static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), slot_mapping, words,
       static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache));
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void gather_tokens(int32_t* dst, const int32_t* rows, const int32_t* src_index, const int32_t* src,
+                   int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gather_tokens_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
+      dst, rows, src_index, src, n);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

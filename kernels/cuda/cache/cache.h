@@ -16,6 +16,10 @@ void write_kv_cache(element_type t, const void* k, const void* v, const int32_t*
                     int64_t num_tokens, int64_t kv_cols, void* k_cache, void* v_cache,
                     cudaStream_t stream);
 
+// dst[rows[i]] = src[src_index[i]] for i < n (the async scheduler's
+// placeholder tokens: a step's input ids from the previous step's samples).
+void gather_tokens(int32_t* dst, const int32_t* rows, const int32_t* src_index, const int32_t* src,
+                   int64_t n, cudaStream_t stream);
 // out[i] = x[indices[i]] for rows of `cols` elements.
 void gather_rows(element_type t, const void* x, const int32_t* indices, int64_t n, int64_t cols,
                  void* out, cudaStream_t stream);
