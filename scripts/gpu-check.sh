@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# On the GPU host: runs every GPU test of the bundle (and compute-sanitizer
-# on the kernel tests) and the GPU kernel benchmarks, and prints a summary
-# table last (the benchmarks' own tables after it).
+# On the GPU host: every GPU test and benchmark of the bundle, then one
+# summary table (the benchmarks' own tables after it):
+#   - the CUDA kernel tests (and compute-sanitizer memcheck on each;
+#     SANITIZER=0 skips it),
+#   - the fixture goldens through `troupe generate` in float32 and bfloat16
+#     (scripts/gpu_golden.py),
+#   - the GPU deployment example served end to end (scripts/gpu-serve-check.sh),
+#   - issue 6's performance figures against the measured limits
+#     (benchmarks/gpu_roofline.py: gemm_bench, attention_bench, bench
+#     latency, the device timeline, start-up).
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-check.sh [OUT_DIR]   # there
 set -uo pipefail
@@ -11,12 +18,12 @@ mkdir -p "$out"
 [[ -d build-device ]] || tar -xJf build-device.tar.xz
 export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export TROUPE_TEST_DATA=$PWD/tests/data
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -a rows
 for t in build-device/bin/cuda_*_test; do
   name=$(basename "$t")
   if "$t" --gtest_brief=1 >"$out/$name.log" 2>&1; then status=pass; else status=FAIL; fi
-  passed=$(grep -c '^\[       OK \]' "$out/$name.log" || true)
   summary=$(grep -E '^\[  (PASSED|FAILED)' "$out/$name.log" | tr '\n' ' ')
   rows+=("| $name | $status | $summary |")
   if [[ ${SANITIZER:-1} == 1 ]] && command -v compute-sanitizer >/dev/null; then
@@ -25,20 +32,23 @@ for t in build-device/bin/cuda_*_test; do
     rows+=("| $name (compute-sanitizer memcheck) | $ms | $(grep -m1 'ERROR SUMMARY' "$out/$name.memcheck.log") |")
   fi
 done
+# Fixture goldens: one row per (model, dtype).
+if python3 scripts/gpu_golden.py --tol-bf16 0.8 >"$out/golden.md" 2>"$out/golden.err"; then g=pass; else g=FAIL; fi
+while IFS='|' read -r _ model dtype passed tol top prompt _; do
+  rows+=("| goldens:$model/$dtype | $passed | $tol, max top-5 logprob error $top, prompt logprobs $prompt |")
+done < <(grep -E '^\| tiny' "$out/golden.md")
+rows+=("| goldens (scripts/gpu_golden.py) | $g | $out/golden.md |")
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
-declare -a benches=()
-for b in build-device/bin/attention_bench build-device/bin/gemm_bench; do
-  [[ -x $b ]] || continue
-  name=$(basename "$b")
-  if "$b" >"$out/$name.log" 2>&1; then status=ran; benches+=("$out/$name.log"); else status=FAIL; fi
-  rows+=("| $name | $status | $out/$name.log |")
-done
+# Performance against the physical limits.
+if python3 benchmarks/gpu_roofline.py "$out/roofline" >"$out/roofline.log" 2>&1; then r=ran; else r=FAIL; fi
+rows+=("| benchmarks/gpu_roofline.py | $r | $out/roofline/roofline.md |")
 echo
 echo "| check | result | detail |"
 echo "| --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
-for log in "${benches[@]}"; do
-  echo
-  cat "$log"
+echo
+cat "$out/roofline/roofline.md" 2>/dev/null || tail -20 "$out/roofline.log"
+for log in "$out/roofline/attention_bench.log.out" "$out/roofline/gemm_bench.log.out"; do
+  [[ -f $log ]] && { echo; cat "$log"; }
 done
