@@ -290,8 +290,11 @@ def import_stack():
     except ImportError:
         die(f"transformers {version} has no transformers.generation.ContinuousBatchingConfig: this script needs "
             "the continuous batching API of transformers 5 (written against 5.17.0)")
-    if not hasattr(transformers.PreTrainedModel, "init_continuous_batching"):
-        die(f"transformers {version}: PreTrainedModel has no init_continuous_batching (continuous batching API)")
+    # Continuous batching is a mixin of generation (ContinuousMixin, through
+    # GenerationMixin), which causal-LM classes inherit; PreTrainedModel does not.
+    generation_mixin = getattr(transformers, "GenerationMixin", None)
+    if generation_mixin is None or not hasattr(generation_mixin, "init_continuous_batching"):
+        die(f"transformers {version}: GenerationMixin has no init_continuous_batching (continuous batching API)")
     if int(version.split(".")[0]) < 5:
         die(f"transformers {version}: this script needs transformers >= 5 (written against 5.17.0)")
     return torch, transformers, ContinuousBatchingConfig, GenerationConfig
