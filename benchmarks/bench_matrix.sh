@@ -26,6 +26,13 @@
 #   MODELS="examples/models/qwen2.5-0.5b"
 #   PEER=0                     no peer runs (PEER_STEPS="latency throughput": only some)
 #   PEER_ARGS="--cuda-graph on" extra flags for every peer_transformers.py command
+#   PEER_SCALE=10              the peer runs 1/10 of the prompts (offline, online,
+#                              prefix; at least 10): it is 10-30x slower, and the
+#                              full counts would not fit a GPU session
+#   DOC=docs/benchmarks.md     also write the document there (benchmarks/
+#                              benchmarks_head.md, then the summary), PNGs beside
+#                              it in benchmarks/
+# OUT_DIR/DONE is written last (benchmarks/bench_matrix_bg.sh waits for it).
 # A CPU smoke test of the plumbing with the fixture model:
 #   QUICK=1 TROUPE=build-bench/troupe BACKEND=cpu DTYPE=float32 LOAD_FORMAT=auto \
 #     MODELS=tests/data/models/tiny-llama ENGINE_ARGS="--max-model-len 4096" \
@@ -66,14 +73,20 @@ PEER_PYTHON=${PEER_PYTHON:-python3}  # the GPU host's python3 has torch and tran
 PEER_ARGS=${PEER_ARGS:-}
 PEER_STEPS=${PEER_STEPS:-$STEPS}
 PEER_PORT=${PEER_PORT:-$((PORT + 1))}
+PEER_SCALE=${PEER_SCALE:-1}
+DOC=${DOC:-}
+peer_count() { awk -v n="$1" -v s="$PEER_SCALE" 'BEGIN { c = int((n + s - 1) / s); print (c < 10 && n >= 10 ? 10 : c) }'; }
 
 if [[ -z ${TROUPE:-} ]]; then
   [[ -d build-device ]] || tar -xJf build-device.tar.xz
   TROUPE=build-device/bin/troupe
+  [[ -f build-device/COMMIT ]] && TROUPE_COMMIT=$(cat build-device/COMMIT)
   export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 [[ -x $TROUPE ]] || { echo "bench_matrix: no executable troupe at '$TROUPE'" >&2; exit 2; }
 mkdir -p "$out"
+rm -f "$out/DONE"
+behind=()  # rows where troupe's headline figure is behind the peer's
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true  # one socket per request in flight
 read -r -a engine_args <<<"$ENGINE_ARGS"
 common=(--load-format "$LOAD_FORMAT" --backend "$BACKEND" --dtype "$DTYPE" "${engine_args[@]}" --log-level warn)
@@ -110,6 +123,11 @@ run_logged() {  # run_logged LOGFILE CMD...: stdout to LOGFILE, stderr to LOGFIL
   local rc=$?
   ((rc == 0)) || log "exit $rc (see $logfile.err)"
   return $rc
+}
+# is_behind TROUPE PEER higher|lower: troupe's figure is worse than the peer's.
+is_behind() {
+  awk -v t="$1" -v p="$2" -v dir="$3" 'BEGIN { if (t == "" || p == "") exit 1;
+    if (dir == "higher") exit !(t + 0 < p + 0); exit !(t + 0 > p + 0) }'
 }
 value() { sed -nE "s/^$1[^0-9-]*([-0-9.]+).*/\1/p" "$2" | head -1; }  # value LABEL FILE
 
@@ -202,6 +220,9 @@ serve_cmp() {  # serve_cmp troupe|peer serve|prefix KEY FILE: keeps troupe's fig
   local t_out=${t_serve["$key out"]:-} t_ttft=${t_serve["$key ttft"]:-} t_tpot=${t_serve["$key tpot"]:-} row
   local -a k
   read -r -a k <<<"$3"
+  is_behind "$t_out" "$out_tps" higher && behind+=("$kind ${k[0]} ${k[1]} (output tok/s)")
+  is_behind "$t_ttft" "$ttft" lower && behind+=("$kind ${k[0]} ${k[1]} (mean TTFT)")
+  is_behind "$t_tpot" "$tpot" lower && behind+=("$kind ${k[0]} ${k[1]} (mean TPOT)")
   row="| ${k[0]} | ${k[1]} | $t_out | $out_tps | $(ratio "$t_out" "$out_tps") | $t_ttft | $ttft | $(ratio "$t_ttft" "$ttft") | $t_tpot | $tpot | $(ratio "$t_tpot" "$tpot") | $failed |"
   if [[ $kind == prefix ]]; then cmp_prefix_rows+=("$row"); else cmp_serve_rows+=("$row"); fi
 }
@@ -224,6 +245,7 @@ for model in $MODELS; do
         lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
         p=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
         cmp_lat_rows+=("| $tag | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | ${t_lat[0]:-} | ${p[0]} | $(ratio "${t_lat[0]:-}" "${p[0]}") | ${t_lat[1]:-} | ${p[1]} | $(ratio "${t_lat[1]:-}" "${p[1]}") | ${t_lat[2]:-} | ${p[2]} | $(ratio "${t_lat[2]:-}" "${p[2]}") |")
+        is_behind "${t_lat[0]:-}" "${p[0]}" lower && behind+=("latency $tag batch 1 (avg latency)")
       else
         lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | failed: $(basename "$f").err |||||")
       fi
@@ -240,14 +262,16 @@ for model in $MODELS; do
       fi
       if peer_on throughput; then
         f="$out/peer_throughput_${tag}_${in}_${o}.txt"
+        peer_n=$(peer_count "$TP_NUM_PROMPTS")
         if run_logged "$f" "$PEER_PYTHON" "$peer_script" offline --model-config "$model" "${peer_args[@]}" \
-          --num-prompts "$TP_NUM_PROMPTS" --input-len "$in" --output-len "$o" \
+          --num-prompts "$peer_n" --input-len "$in" --output-len "$o" \
           --json-out "$out/peer_throughput_${tag}_${in}_${o}.json"; then
-          tp_rows+=("| $tag | $peer_name | $TP_NUM_PROMPTS | $in | $o | $(tp_row "$f") |")
+          tp_rows+=("| $tag | $peer_name | $peer_n | $in | $o | $(tp_row "$f") |")
           read -r -a p <<<"$(tp_figures "$f")"
-          cmp_tp_rows+=("| $tag | $TP_NUM_PROMPTS | $in | $o | ${t_tp[2]:-} | ${p[2]:-} | $(ratio "${t_tp[2]:-}" "${p[2]:-}") | ${t_tp[1]:-} | ${p[1]:-} | $(ratio "${t_tp[1]:-}" "${p[1]:-}") | ${t_tp[0]:-} | ${p[0]:-} | $(ratio "${t_tp[0]:-}" "${p[0]:-}") |")
+          is_behind "${t_tp[2]:-}" "${p[2]:-}" higher && behind+=("offline $tag $in/$o (output tok/s)")
+          cmp_tp_rows+=("| $tag | $TP_NUM_PROMPTS / $peer_n | $in | $o | ${t_tp[2]:-} | ${p[2]:-} | $(ratio "${t_tp[2]:-}" "${p[2]:-}") | ${t_tp[1]:-} | ${p[1]:-} | $(ratio "${t_tp[1]:-}" "${p[1]:-}") | ${t_tp[0]:-} | ${p[0]:-} | $(ratio "${t_tp[0]:-}" "${p[0]:-}") |")
         else
-          tp_rows+=("| $tag | $peer_name | $TP_NUM_PROMPTS | $in | $o | failed: $(basename "$f").err |||||")
+          tp_rows+=("| $tag | $peer_name | $peer_n | $in | $o | failed: $(basename "$f").err |||||")
         fi
       fi
     done
@@ -273,6 +297,7 @@ for model in $MODELS; do
         cap=$(awk -v r="$rate" -v s="$SERVE_MAX_SECONDS" 'BEGIN { c = int(r * s); print (c < 32 ? 32 : c) }')
         ((n > cap)) && n=$cap
       fi
+      [[ $engine == peer ]] && n=$(peer_count "$n")
       name="${prefix}_${tag}_rate${rate}"
       seed=$((seed + 1))  # other prompts each run: nothing left in the prefix cache helps
       if bench_serve "$model" "$name" --dataset random --input-len "$SERVE_INPUT_LEN" --output-len "$SERVE_OUTPUT_LEN" \
@@ -297,16 +322,18 @@ for model in $MODELS; do
           peer_flags=()
           [[ $caching == off ]] && peer_flags=(--no-prefix-caching)
           if ! start_peer_server "$model" "$out/peer_prefix_${tag}_${caching}.log" "${peer_flags[@]}"; then
-            prefix_rows+=("| $tag | $peer_name | $caching | | not available: the peer server did not start (peer_prefix_${tag}_${caching}.log) ||||||||||")
+            prefix_rows+=("| $tag | $peer_name | $caching | | | not available: the peer server did not start (peer_prefix_${tag}_${caching}.log) ||||||||||")
             continue
           fi
           name="peer_$name" label=$peer_name
         fi
+        n=$PREFIX_NUM_PROMPTS
+        [[ $engine == peer ]] && n=$(peer_count "$n")
         if bench_serve "$model" "$name" --dataset prefix --prefix-len "$PREFIX_LEN" --num-prefix-groups "$PREFIX_GROUPS" \
-          --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$PREFIX_NUM_PROMPTS" \
+          --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$n" \
           --max-concurrency "$PREFIX_CONCURRENCY"; then
           hit=$(value 'Prefix cache hit rate' "$out/$name.txt")
-          prefix_rows+=("| $tag | $label | $caching | ${hit:-n/a} | $(serve_row "$out/$name.txt") |")
+          prefix_rows+=("| $tag | $label | $caching | $n | ${hit:-n/a} | $(serve_row "$out/$name.txt") |")
           serve_cmp "$engine" prefix "$tag $caching" "$out/$name.txt"
         fi
         stop_server
@@ -322,10 +349,11 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- GPU: ${gpu:-none (nvidia-smi not found)}"
-  echo "- troupe: $TROUPE, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- troupe: $TROUPE, commit ${TROUPE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "- models: $MODELS (load_format $LOAD_FORMAT, dtype $DTYPE, backend $BACKEND, $ENGINE_ARGS)"
   echo "- peer: $peer_note"
   [[ $QUICK == 1 ]] && echo "- QUICK=1: prompt counts divided by 10"
+  [[ $PEER_SCALE != 1 && $PEER == 1 ]] && echo "- PEER_SCALE=$PEER_SCALE: the peer runs 1/$PEER_SCALE of troupe's prompts (at least 10; the prompts columns say how many)"
   echo "- results: $out (one JSON per run, with every figure and per-request arrays)"
   if ((${#lat_rows[@]})); then
     echo
@@ -357,8 +385,8 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
     echo
     echo "## Prefix caching (bench serve, $PREFIX_GROUPS groups sharing a $PREFIX_LEN-token prefix, suffix $PREFIX_SUFFIX_LEN, output $PREFIX_OUTPUT_LEN, max concurrency $PREFIX_CONCURRENCY)"
     echo
-    echo "| model | engine | prefix caching | hit rate % ${header}"
-    echo "| --- | --- | --- | --- ${rule}"
+    echo "| model | engine | prefix caching | prompts | hit rate % ${header}"
+    echo "| --- | --- | --- | --- | --- ${rule}"
     printf '%s\n' "${prefix_rows[@]}"
   fi
   if ((${#cmp_lat_rows[@]} + ${#cmp_tp_rows[@]} + ${#cmp_serve_rows[@]} + ${#cmp_prefix_rows[@]})); then
@@ -380,7 +408,7 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
     echo
     echo "### Offline throughput"
     echo
-    echo "| model | prompts | input | output | troupe output tok/s | peer output tok/s | troupe/peer | troupe total tok/s | peer total tok/s | troupe/peer | troupe req/s | peer req/s | troupe/peer |"
+    echo "| model | prompts (troupe / peer) | input | output | troupe output tok/s | peer output tok/s | troupe/peer | troupe total tok/s | peer total tok/s | troupe/peer | troupe req/s | peer req/s | troupe/peer |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${cmp_tp_rows[@]}"
   fi
@@ -402,6 +430,37 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
     echo "| --- | --- ${cmp_rule}"
     printf '%s\n' "${cmp_prefix_rows[@]}"
   fi
+  # Issue 7's targets, for the first Llama model of the run.
+  lt=$(for m in $MODELS; do basename "$m"; done | grep -m1 -i llama)
+  if [[ -n $lt ]]; then
+    echo
+    echo "## Targets ($lt, troupe)"
+    echo
+    echo "| target | measured | met |"
+    echo "| --- | --- | --- |"
+    f="$out/throughput_${lt}_1024_128.txt"
+    if [[ -f $f ]]; then
+      read -r -a v <<<"$(tp_figures "$f")"
+      echo "| offline 1024 in / 128 out: at least 25 requests/s | ${v[0]:-n/a} requests/s | $(awk -v x="${v[0]:-0}" 'BEGIN { print (x >= 25 ? "yes" : "no, by " sprintf("%.1f", 25 - x) " requests/s") }') |"
+    else
+      echo "| offline 1024 in / 128 out: at least 25 requests/s | not in this run | |"
+    fi
+    f="$out/serve_${lt}_rate4.txt"
+    if [[ -f $f ]]; then
+      ttft=$(value 'Median TTFT' "$f") tpot=$(value 'Median TPOT' "$f")
+      echo "| online 512/256 at 4 requests/s: median TTFT at most 40 ms | ${ttft:-n/a} ms | $(awk -v x="${ttft:-1e9}" 'BEGIN { print (x <= 40 ? "yes" : "no, by " sprintf("%.1f", x - 40) " ms") }') |"
+      echo "| online 512/256 at 4 requests/s: median TPOT at most 15 ms | ${tpot:-n/a} ms | $(awk -v x="${tpot:-1e9}" 'BEGIN { print (x <= 15 ? "yes" : "no, by " sprintf("%.1f", x - 15) " ms") }') |"
+    else
+      echo "| online 512/256 at 4 requests/s: median TTFT <= 40 ms, TPOT <= 15 ms | not in this run | |"
+    fi
+    if [[ $PEER == 1 ]]; then
+      if ((${#behind[@]})); then
+        echo "| ahead of the peer on every row | behind on ${#behind[@]}: $(IFS=';'; echo "${behind[*]}") | no |"
+      else
+        echo "| ahead of the peer on every row | ahead on every compared figure (throughput, TTFT, TPOT, latency) | yes |"
+      fi
+    fi
+  fi
   echo
   echo "## Commands"
   echo
@@ -419,3 +478,27 @@ for py in python3 /usr/bin/python3; do
   fi
 done
 ((plotted)) || log "no python3 with matplotlib: no plots (the JSON files hold everything)"
+
+if [[ -n $DOC ]]; then
+  docdir=$(dirname "$DOC")
+  mkdir -p "$docdir/benchmarks"
+  pngs=()
+  for png in "$out"/*.png; do
+    [[ -f $png ]] || continue
+    cp "$png" "$docdir/benchmarks/"
+    pngs+=("$(basename "$png")")
+  done
+  {
+    cat benchmarks/benchmarks_head.md
+    echo
+    sed '1d' "$out/summary.md"  # its title: the head has one
+    if ((${#pngs[@]})); then
+      echo
+      echo "## Plots"
+      echo
+      for png in "${pngs[@]}"; do echo "![${png%.png}](benchmarks/$png)"; echo; done
+    fi
+  } >"$DOC"
+  log "wrote $DOC and ${#pngs[@]} plots in $docdir/benchmarks/"
+fi
+date -u '+%Y-%m-%d %H:%M:%S UTC' >"$out/DONE"

@@ -30,6 +30,9 @@ for b in "${bins[@]}"; do
     esac
   done
 done
+# Which source built them (read by benchmarks/bench_matrix.sh there: the
+# GPU host's copy of the checkout carries no history).
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!build-device.tar.xz' || echo +dirty)" >"$out/COMMIT"
 # The checkout travels to the GPU host too (64 MiB in all): ship the bundle
 # compressed (OpenBLAS alone is 35 MB, 6 MB as xz). Carry build-device.tar.xz.
 tar -cJf build-device.tar.xz "$out"
