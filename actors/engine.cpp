@@ -181,13 +181,17 @@ result<std::shared_ptr<const tokenizer>> engine::load_tokenizer(const engine_con
 }
 
 result<engine_limits> derive_engine_limits(const engine_config& config,
-                                           const model_config& model, bool cuda) {
+                                           const model_config& model, bool cuda,
+                                           int64_t device_bytes, const std::string& device_name) {
   engine_limits l;
   l.backend = cuda ? "cuda" : "cpu";
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
-  l.max_num_seqs = config.max_num_seqs;
-  l.max_num_batched_tokens = config.max_num_batched_tokens;
+  engine_config resolved = config;
+  resolved.max_model_len = l.max_model_len;
+  const batch_defaults batch = engine_batch_defaults(resolved, cuda, device_bytes, device_name);
+  l.max_num_seqs = batch.max_num_seqs;
+  l.max_num_batched_tokens = batch.max_num_batched_tokens;
   const int64_t element_bytes =
       cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
   l.kv_bytes_per_block = 2 * model.num_hidden_layers * config.block_size *
@@ -269,8 +273,23 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                                                std::shared_ptr<const tokenizer> tok) {
   auto model = load_model_config(config.model);
   if (!model) return std::move(model).take_error();
-  auto limits = derive_engine_limits(config, *model, wants_cuda(config));
+  const bool cuda = wants_cuda(config);
+  int64_t device_bytes = 0;
+  std::string device_name;
+#ifdef TROUPE_HAVE_CUDA
+  if (cuda) {
+    int64_t free_bytes = 0;
+    cuda::memory_info(free_bytes, device_bytes);
+    device_name = cuda::describe_device(0);
+  }
+#endif
+  auto limits = derive_engine_limits(config, *model, cuda, device_bytes, device_name);
   if (!limits) return std::move(limits).take_error();
+  get_logger("sched")->info("max_num_seqs {}{}, max_num_batched_tokens {}{}", limits->max_num_seqs,
+                            config.max_num_seqs ? "" : " (default)", limits->max_num_batched_tokens,
+                            config.max_num_batched_tokens
+                                ? ""
+                                : (config.offline ? " (default, offline)" : " (default)"));
   auto runner = load_runner(config, *model, *limits);
   if (!runner) return std::move(runner).take_error();
   get_logger("kv")->info(

@@ -40,8 +40,12 @@ struct engine_limits {
 // is cpu_kvcache_space GiB of float32. With `cuda`, num_blocks stays 0
 // (unless num_gpu_blocks_override): the memory plan sizes it once the
 // weights are on the device (plan_gpu_kv_blocks).
+// max_num_seqs / max_num_batched_tokens left unset are chosen by
+// engine_batch_defaults for the device (its memory and name).
 result<engine_limits> derive_engine_limits(const engine_config& config,
-                                           const model_config& model, bool cuda = false);
+                                           const model_config& model, bool cuda = false,
+                                           int64_t device_bytes = 0,
+                                           const std::string& device_name = "");
 
 // The GPU memory plan (as vLLM's): of total * gpu_memory_utilization, what
 // is not in use once the weights and workspaces are allocated, less

@@ -120,7 +120,8 @@ int run_generate(const std::vector<std::string>& args) {
     print_error(parsed.error_message());
     return 2;
   }
-  const engine_config& config = parsed->config;
+  engine_config& config = parsed->config;
+  config.offline = true;  // vLLM's offline (LLM class) batch defaults
   command_setup setup;
   if (!prepare_command(config, setup)) return 2;
   auto inputs = build_generate_inputs(parsed->rest, config.seed, setup.model.vocab_size,

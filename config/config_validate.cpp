@@ -89,19 +89,21 @@ void check_kv_cache_section(const engine_config& c, problem_list& out) {
 
 void check_scheduler_section(const engine_config& c, const model_config* model,
                              problem_list& out) {
-  const bool seqs_ok = check_at_least_one("max_num_seqs", c.max_num_seqs, out);
-  const bool tokens_ok =
-      check_at_least_one("max_num_batched_tokens", c.max_num_batched_tokens, out);
-  const std::string tokens = std::to_string(c.max_num_batched_tokens);
-  if (seqs_ok && tokens_ok && c.max_num_batched_tokens < c.max_num_seqs) {
+  // Unset values are the engine's to choose (engine_batch_defaults).
+  const bool seqs_ok =
+      c.max_num_seqs && check_at_least_one("max_num_seqs", *c.max_num_seqs, out);
+  const bool tokens_ok = c.max_num_batched_tokens &&
+                         check_at_least_one("max_num_batched_tokens", *c.max_num_batched_tokens, out);
+  const std::string tokens = tokens_ok ? std::to_string(*c.max_num_batched_tokens) : "";
+  if (seqs_ok && tokens_ok && *c.max_num_batched_tokens < *c.max_num_seqs) {
     out.push_back("max_num_batched_tokens: " + tokens + " is smaller than max_num_seqs " +
-                  std::to_string(c.max_num_seqs));
+                  std::to_string(*c.max_num_seqs));
   }
   int64_t max_model_len = 0;  // 0: not known
   if (c.max_model_len) max_model_len = *c.max_model_len;
   else if (model) max_model_len = model->max_position_embeddings;
   if (tokens_ok && !c.enable_chunked_prefill && max_model_len > 0 &&
-      c.max_num_batched_tokens < max_model_len) {
+      *c.max_num_batched_tokens < max_model_len) {
     out.push_back("max_num_batched_tokens: " + tokens + " is smaller than max_model_len " +
                   std::to_string(max_model_len) + " and enable_chunked_prefill is false");
   }
@@ -192,6 +194,31 @@ bool cuda_backend_built() {
 #else
   return false;
 #endif
+}
+
+batch_defaults engine_batch_defaults(const engine_config& c, bool cuda, int64_t device_bytes,
+                                     const std::string& device_name) {
+  std::string name = device_name;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const bool big_gpu = cuda && device_bytes >= (int64_t{70} << 30) &&
+                       name.find("a100") == std::string::npos;
+  batch_defaults d{};
+  d.max_num_seqs = big_gpu ? 1024 : 256;
+  d.max_num_batched_tokens =
+      big_gpu ? (c.offline ? 16384 : 8192) : (cuda && c.offline ? 8192 : 2048);
+  if (c.max_num_seqs) d.max_num_seqs = *c.max_num_seqs;
+  if (c.max_num_batched_tokens) {
+    d.max_num_batched_tokens = *c.max_num_batched_tokens;
+    if (!c.max_num_seqs) d.max_num_seqs = std::min(d.max_num_seqs, d.max_num_batched_tokens);
+  } else if (c.max_num_seqs) {
+    d.max_num_batched_tokens = std::max(d.max_num_batched_tokens, *c.max_num_seqs);
+  }
+  // Without chunked prefill a whole prompt must fit one step (as vLLM).
+  if (!c.max_num_batched_tokens && !c.enable_chunked_prefill && c.max_model_len) {
+    d.max_num_batched_tokens = std::max(d.max_num_batched_tokens, *c.max_model_len);
+  }
+  return d;
 }
 
 }  // namespace troupe

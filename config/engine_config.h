@@ -19,6 +19,20 @@ struct lora_module {
   std::string path;
 };
 
+// vLLM's defaults for the unset max_num_seqs / max_num_batched_tokens
+// (EngineArgs.get_batch_defaults): on a GPU of >= 70 GiB that is not an A100
+// (H100, H200), 1024 sequences and 8192 tokens a step when serving, 16384
+// offline; on other GPUs 256 and 2048 / 8192; on the CPU 256 and 2048. An
+// explicit max_num_batched_tokens below the default max_num_seqs lowers the
+// latter to it.
+struct batch_defaults {
+  int64_t max_num_seqs;
+  int64_t max_num_batched_tokens;
+};
+struct engine_config;
+batch_defaults engine_batch_defaults(const engine_config& c, bool cuda, int64_t device_bytes,
+                                     const std::string& device_name);
+
 struct engine_config {
   // Model and tokenizer.
   std::string model;                 // folder with config.json (+ safetensors)
@@ -40,8 +54,9 @@ struct engine_config {
   bool enable_prefix_caching = true;
 
   // Scheduler.
-  int64_t max_num_seqs = 256;
-  int64_t max_num_batched_tokens = 2048;
+  // Unset: chosen by the engine as vLLM does (engine_batch_defaults).
+  std::optional<int64_t> max_num_seqs;
+  std::optional<int64_t> max_num_batched_tokens;
   bool enable_chunked_prefill = true;
   std::string scheduling_policy = "fcfs";  // fcfs | priority
 
@@ -59,6 +74,11 @@ struct engine_config {
   std::vector<lora_module> lora_modules;
   int64_t max_loras = 1;
   int64_t max_lora_rank = 16;
+
+  // Not a configuration key: what the command runs the engine for. Offline
+  // commands (generate, bench throughput/latency) get vLLM's larger token
+  // budget by default.
+  bool offline = false;
 
   // Server.
   std::string host = "0.0.0.0";

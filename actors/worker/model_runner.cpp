@@ -13,6 +13,7 @@ namespace troupe {
 namespace {
 
 constexpr int64_t logits_chunk_rows = 64;  // logits computed this many rows at a time
+constexpr int64_t max_graph_batch = 512;    // the largest decode batch captured
 
 // The sampler's view of a request's parameters (seed, step and token
 // history are filled in by the caller).
@@ -335,7 +336,10 @@ int64_t model_runner::capture_graphs() {
   const char* pad = std::getenv("TROUPE_DEBUG_PAD_DECODE");
   const bool debug_pad = pad != nullptr && std::strcmp(pad, "1") == 0;
   if (!ops_->supports_graphs() && !debug_pad) return 0;
-  const int64_t largest = std::min(limits_.max_num_seqs, limits_.max_num_batched_tokens);
+  // Buckets up to 512 sequences (vLLM's largest capture size); larger
+  // decode batches run eagerly.
+  const int64_t largest =
+      std::min({limits_.max_num_seqs, limits_.max_num_batched_tokens, max_graph_batch});
   std::vector<int64_t> sizes;
   for (int64_t s : {1, 2, 4}) {
     if (s <= largest) sizes.push_back(s);

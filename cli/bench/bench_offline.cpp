@@ -99,6 +99,7 @@ offline_setup start_offline(const std::vector<std::string>& args, const std::vec
     return s;
   }
   s.config = parsed->config;
+  s.config.offline = true;  // vLLM's offline (LLM class) batch defaults
   s.config_file = parsed->config_file;
   s.flags = flags_from_rest(parsed->rest, specs);
   if (!prepare_command(s.config, s.setup)) {

@@ -411,12 +411,18 @@ TEST(validate_config, scheduler_section) {
               c.max_num_seqs = 16;
             }),
             problems{"max_num_batched_tokens: 8 is smaller than max_num_seqs 16"});
-  EXPECT_EQ(problems_with([](auto& c) { c.enable_chunked_prefill = false; }, &m),
+  EXPECT_EQ(problems_with([](auto& c) {
+              c.enable_chunked_prefill = false;
+              c.max_num_batched_tokens = 2048;
+            }, &m),
             problems{"max_num_batched_tokens: 2048 is smaller than max_model_len 4096 and "
                      "enable_chunked_prefill is false"});
+  // Unset, the budget grows to max_model_len without chunked prefill (as vLLM).
+  EXPECT_EQ(problems_with([](auto& c) { c.enable_chunked_prefill = false; }, &m), problems{});
   EXPECT_EQ(problems_with([](auto& c) {
               c.enable_chunked_prefill = false;
               c.max_model_len = 3000;
+              c.max_num_batched_tokens = 2048;
             }),
             problems{"max_num_batched_tokens: 2048 is smaller than max_model_len 3000 and "
                      "enable_chunked_prefill is false"});
@@ -512,6 +518,48 @@ TEST(logging, named_loggers_write_to_stderr_only) {
   EXPECT_EQ(get_logger("cfg")->level(), spdlog::level::warn);
   EXPECT_EQ(get_logger("made_after_setup")->level(), spdlog::level::warn);
   setup_logging("info");
+}
+
+// vLLM's batch defaults (EngineArgs.get_batch_defaults) for unset values.
+TEST(engine_batch_defaults, follow_vllm_by_device_and_usage) {
+  const int64_t gib = int64_t{1} << 30;
+  engine_config c;
+  auto d = engine_batch_defaults(c, /*cuda=*/false, 0, "");
+  EXPECT_EQ(d.max_num_seqs, 256);
+  EXPECT_EQ(d.max_num_batched_tokens, 2048);
+  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB");
+  EXPECT_EQ(d.max_num_seqs, 1024);
+  EXPECT_EQ(d.max_num_batched_tokens, 8192);
+  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA A100-SXM4-80GB, sm_80, 79.2 GiB");
+  EXPECT_EQ(d.max_num_seqs, 256);
+  EXPECT_EQ(d.max_num_batched_tokens, 2048);
+  c.offline = true;
+  d = engine_batch_defaults(c, true, 140 * gib, "NVIDIA H200, sm_90, 139.8 GiB");
+  EXPECT_EQ(d.max_num_seqs, 1024);
+  EXPECT_EQ(d.max_num_batched_tokens, 16384);
+  d = engine_batch_defaults(c, true, 24 * gib, "NVIDIA L4, sm_89, 22.0 GiB");
+  EXPECT_EQ(d.max_num_seqs, 256);
+  EXPECT_EQ(d.max_num_batched_tokens, 8192);
+  d = engine_batch_defaults(c, false, 0, "");
+  EXPECT_EQ(d.max_num_batched_tokens, 2048);  // the CPU keeps its small step
+  // Explicit values win; an explicit small budget lowers the default seqs.
+  c.offline = false;
+  c.max_num_batched_tokens = 512;
+  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(d.max_num_seqs, 512);
+  EXPECT_EQ(d.max_num_batched_tokens, 512);
+  c.max_num_batched_tokens.reset();
+  c.max_num_seqs = 4096;
+  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(d.max_num_seqs, 4096);
+  EXPECT_EQ(d.max_num_batched_tokens, 8192);
+  c.max_num_seqs = 16384;
+  EXPECT_EQ(engine_batch_defaults(c, true, 80 * gib, "H100").max_num_batched_tokens, 16384);
+  // Without chunked prefill a whole prompt fits one step.
+  c.max_num_seqs.reset();
+  c.enable_chunked_prefill = false;
+  c.max_model_len = 32768;
+  EXPECT_EQ(engine_batch_defaults(c, false, 0, "").max_num_batched_tokens, 32768);
 }
 
 }  // namespace
