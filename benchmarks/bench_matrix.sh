@@ -26,9 +26,14 @@
 #   MODELS="examples/models/qwen2.5-0.5b"
 #   PEER=0                     no peer runs (PEER_STEPS="latency throughput": only some)
 #   PEER_ARGS="--cuda-graph on" extra flags for every peer_transformers.py command
-#   PEER_SCALE=10              the peer runs 1/10 of the prompts (offline, online,
-#                              prefix; at least 10): it is 10-30x slower, and the
+#   PEER_SCALE=10              the peer's online runs at finite request rates send
+#                              1/10 of the prompts (at least 10): the same load for
+#                              a shorter time; the peer is 10-30x slower and the
 #                              full counts would not fit a GPU session
+#   PEER_TP_NUM_PROMPTS=N      the peer's offline prompt count (default: troupe's);
+#                              fewer prompts make smaller batches, which lowers its
+#                              throughput (10 instead of 100 prompts: 11x lower on
+#                              the H100), so scale it only with that caveat
 #   DOC=docs/benchmarks.md     also write the document there (benchmarks/
 #                              benchmarks_head.md, then the summary), PNGs beside
 #                              it in benchmarks/
@@ -74,6 +79,7 @@ PEER_ARGS=${PEER_ARGS:-}
 PEER_STEPS=${PEER_STEPS:-$STEPS}
 PEER_PORT=${PEER_PORT:-$((PORT + 1))}
 PEER_SCALE=${PEER_SCALE:-1}
+PEER_TP_NUM_PROMPTS=${PEER_TP_NUM_PROMPTS:-$TP_NUM_PROMPTS}
 DOC=${DOC:-}
 peer_count() { awk -v n="$1" -v s="$PEER_SCALE" 'BEGIN { c = int((n + s - 1) / s); print (c < 10 && n >= 10 ? 10 : c) }'; }
 
@@ -262,7 +268,7 @@ for model in $MODELS; do
       fi
       if peer_on throughput; then
         f="$out/peer_throughput_${tag}_${in}_${o}.txt"
-        peer_n=$(peer_count "$TP_NUM_PROMPTS")
+        peer_n=$PEER_TP_NUM_PROMPTS
         if run_logged "$f" "$PEER_PYTHON" "$peer_script" offline --model-config "$model" "${peer_args[@]}" \
           --num-prompts "$peer_n" --input-len "$in" --output-len "$o" \
           --json-out "$out/peer_throughput_${tag}_${in}_${o}.json"; then
@@ -297,7 +303,9 @@ for model in $MODELS; do
         cap=$(awk -v r="$rate" -v s="$SERVE_MAX_SECONDS" 'BEGIN { c = int(r * s); print (c < 32 ? 32 : c) }')
         ((n > cap)) && n=$cap
       fi
-      [[ $engine == peer ]] && n=$(peer_count "$n")
+      # Finite rates: the same load for a shorter time. All at once (inf) is a
+      # burst whose size matters: unscaled.
+      [[ $engine == peer && $rate != inf ]] && n=$(peer_count "$n")
       name="${prefix}_${tag}_rate${rate}"
       seed=$((seed + 1))  # other prompts each run: nothing left in the prefix cache helps
       if bench_serve "$model" "$name" --dataset random --input-len "$SERVE_INPUT_LEN" --output-len "$SERVE_OUTPUT_LEN" \
@@ -328,7 +336,6 @@ for model in $MODELS; do
           name="peer_$name" label=$peer_name
         fi
         n=$PREFIX_NUM_PROMPTS
-        [[ $engine == peer ]] && n=$(peer_count "$n")
         if bench_serve "$model" "$name" --dataset prefix --prefix-len "$PREFIX_LEN" --num-prefix-groups "$PREFIX_GROUPS" \
           --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$n" \
           --max-concurrency "$PREFIX_CONCURRENCY"; then
@@ -353,7 +360,8 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
   echo "- models: $MODELS (load_format $LOAD_FORMAT, dtype $DTYPE, backend $BACKEND, $ENGINE_ARGS)"
   echo "- peer: $peer_note"
   [[ $QUICK == 1 ]] && echo "- QUICK=1: prompt counts divided by 10"
-  [[ $PEER_SCALE != 1 && $PEER == 1 ]] && echo "- PEER_SCALE=$PEER_SCALE: the peer runs 1/$PEER_SCALE of troupe's prompts (at least 10; the prompts columns say how many)"
+  [[ $PEER_SCALE != 1 && $PEER == 1 ]] && echo "- PEER_SCALE=$PEER_SCALE: at finite request rates the peer gets 1/$PEER_SCALE of troupe's prompts (at least 10): the same load, a shorter run (the prompts columns say how many)"
+  [[ $PEER_TP_NUM_PROMPTS != "$TP_NUM_PROMPTS" && $PEER == 1 ]] && echo "- PEER_TP_NUM_PROMPTS=$PEER_TP_NUM_PROMPTS: the peer's offline runs use $PEER_TP_NUM_PROMPTS prompts against troupe's $TP_NUM_PROMPTS; fewer prompts make smaller batches and a lower throughput for it"
   echo "- results: $out (one JSON per run, with every figure and per-request arrays)"
   if ((${#lat_rows[@]})); then
     echo
