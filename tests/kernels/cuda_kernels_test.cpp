@@ -157,6 +157,14 @@ TEST_P(cuda_kernels, silu_and_mul_and_embedding) {
   cudaFree(ids_dev);
 }
 
+// float32 tables (RoPE cos/sin) whatever the element type under test.
+float* upload_f32(const std::vector<float>& v) {
+  float* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(1, v.size()) * 4), cudaSuccess);
+  cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
+  return p;
+}
+
 int32_t* upload_ints(const std::vector<int32_t>& v) {
   int32_t* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(1, v.size()) * 4), cudaSuccess);
@@ -181,11 +189,8 @@ TEST_P(cuda_kernels, rope_matches_reference_with_llama3_scaling) {
     rope_tables tables{host(cos_h, max_pos, head_dim / 2), host(sin_h, max_pos, head_dim / 2)};
     ref_.rope(host(q_ref, n, q_heads * head_dim), host(k_ref, n, k_heads * head_dim), pos.data(),
               head_dim, tables);
-    float *cos_d = nullptr, *sin_d = nullptr;
-    cudaMalloc(&cos_d, cos_h.size() * 4);
-    cudaMalloc(&sin_d, sin_h.size() * 4);
-    cudaMemcpy(cos_d, cos_h.data(), cos_h.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(sin_d, sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice);
+    float* cos_d = upload_f32(cos_h);
+    float* sin_d = upload_f32(sin_h);
     int32_t* pos_d = upload_ints(pos);
     void* q_d = upload(q);
     void* k_d = upload(k);
@@ -251,11 +256,8 @@ TEST_P(cuda_kernels, qkv_rope_cache_matches_separate_ops) {
         ASSERT_EQ(kc_cpu, k_cache);
         ASSERT_EQ(vc_cpu, v_cache);
         // The device.
-        float *cos_d = nullptr, *sin_d = nullptr;
-        cudaMalloc(&cos_d, cos_h.size() * 4);
-        cudaMalloc(&sin_d, sin_h.size() * 4);
-        cudaMemcpy(cos_d, cos_h.data(), cos_h.size() * 4, cudaMemcpyHostToDevice);
-        cudaMemcpy(sin_d, sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice);
+        float* cos_d = upload_f32(cos_h);
+        float* sin_d = upload_f32(sin_h);
         int32_t* pos_d = upload_ints(pos);
         int32_t* slots_d = upload_ints(slots);
         void* q_out = poisoned(q.size());
