@@ -159,6 +159,9 @@ class ops {
     double idle_seconds = 0;
   };
   virtual void step_begin(int64_t /*step*/) {}
+  // After the last launch of step k (its result copies included): marks
+  // where the step's work ends on the device.
+  virtual void step_launched(int64_t /*step*/) {}
   virtual void step_end(int64_t /*step*/) {}
   virtual timeline device_timeline() const { return {}; }
   // With TROUPE_PROFILE_OPS=1 (cuda; eager steps only, graph replays count

@@ -450,6 +450,7 @@ void model_runner::launch(const step_plan& plan) {
     r.num_scheduled_tokens = 0;
     if (step.samples[i]) ++r.pending_tokens;
   }
+  ops_->step_launched(step.seq);
   launched_.push_back(std::move(step));
 }
 

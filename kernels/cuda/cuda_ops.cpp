@@ -69,8 +69,10 @@ struct cuda_ops::impl {
   // one of a step counts).
   static constexpr int slots = 3;
   cudaEvent_t step_start[slots] = {}, work_end[slots] = {};
-  bool have_work_end[slots] = {};
   int64_t current_step = -1;  // the last step begun
+  // The step's work_end was recorded by a logits download (host sampling:
+  // the GPU idles from there while the host samples).
+  bool ended_by_download[slots] = {};
   int active_steps = 0;       // begun, not ended
   int64_t last_ended = -1;    // for the idle gap before the next step
   ops::timeline line;
@@ -129,11 +131,6 @@ struct cuda_ops::impl {
       free_events.push_back(s.end);
     }
     spans = std::move(later);
-  }
-  void mark_work_end(int64_t step) {
-    if (active_steps == 0 || step < 0) return;
-    TROUPE_CUDA_CHECK(cudaEventRecord(work_end[step % slots], stream));
-    have_work_end[step % slots] = true;
   }
   // Sampling buffers, grown on demand (outside forward passes and graphs).
   struct growable {
@@ -277,18 +274,22 @@ void cuda_ops::step_begin(int64_t step) {
   impl& m = *impl_;
   const int slot = static_cast<int>(step % impl::slots);
   TROUPE_CUDA_CHECK(cudaEventRecord(m.step_start[slot], m.stream));
-  m.have_work_end[slot] = false;
+  m.ended_by_download[slot] = false;
   m.current_step = step;
   ++m.active_steps;
+}
+
+void cuda_ops::step_launched(int64_t step) {
+  impl& m = *impl_;
+  const int slot = static_cast<int>(step % impl::slots);
+  if (!m.ended_by_download[slot]) TROUPE_CUDA_CHECK(cudaEventRecord(m.work_end[slot], m.stream));
 }
 
 void cuda_ops::step_end(int64_t step) {
   impl& m = *impl_;
   const int slot = static_cast<int>(step % impl::slots);
-  // Nothing came back (a prefill chunk): the step ends with its launches
-  // (recorded now, before a later step's if one is queued behind it, is not
-  // possible then: a step without results is never overlapped).
-  if (!m.have_work_end[slot]) TROUPE_CUDA_CHECK(cudaEventRecord(m.work_end[slot], m.stream));
+  // work_end was recorded after the step's last launch (step_launched),
+  // so this waits for step `step` only, not for one queued behind it.
   TROUPE_CUDA_CHECK(cudaEventSynchronize(m.work_end[slot]));
   float busy_ms = 0;
   TROUPE_CUDA_CHECK(cudaEventElapsedTime(&busy_ms, m.step_start[slot], m.work_end[slot]));
@@ -390,7 +391,6 @@ bool cuda_ops::sample_async(const tensor& logits, const std::vector<sample_job>&
                static_cast<cuda::sample_output*>(douts), m.stream);
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(results + first, douts, out_bytes, cudaMemcpyDeviceToHost,
                                     m.stream));
-  m.mark_work_end(step);
   return true;
 }
 
@@ -523,7 +523,13 @@ void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
 
 void cuda_ops::download(const tensor& src, float* host) {
   const size_t n = static_cast<size_t>(src.numel());
-  impl_->mark_work_end(impl_->current_step);
+  impl& m = *impl_;
+  if (m.active_steps > 0 && m.current_step >= 0) {
+    // The device's part of the step ends here; host sampling follows.
+    const int slot = static_cast<int>(m.current_step % impl::slots);
+    TROUPE_CUDA_CHECK(cudaEventRecord(m.work_end[slot], m.stream));
+    m.ended_by_download[slot] = true;
+  }
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
   if (src.type == dtype::f32) {
     TROUPE_CUDA_CHECK(cudaMemcpy(host, src.data, n * 4, cudaMemcpyDeviceToHost));

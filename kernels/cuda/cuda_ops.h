@@ -72,6 +72,7 @@ class cuda_ops final : public ops {
   void end_capture(int64_t id) override;
   void launch_graph(int64_t id) override;
   void step_begin(int64_t step) override;
+  void step_launched(int64_t step) override;
   void step_end(int64_t step) override;
   timeline device_timeline() const override;
   std::string op_profile() const override;
