@@ -310,7 +310,8 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   p->system = std::make_unique<caf::actor_system>(p->cfg);
   std::shared_ptr<model_runner> shared_runner = std::move(runner.value());
   // Async scheduling needs the backend to sample where the logits are (so
-  // that a step's tokens can feed the next step before the host sees them).
+  // that a step's tokens can feed the next step before the host sees them)
+  // and to launch asynchronously (cuda).
   const bool overlap = config.async_scheduling && shared_runner->can_overlap();
   get_logger("engine")->info("async scheduling: {}", overlap ? "on (steps overlap)"
                                                            : "off (lockstep steps)");

@@ -179,6 +179,9 @@ class ops {
   };
   // Whether sample_async works on this backend.
   virtual bool samples_async() const { return false; }
+  // Whether launches return before the work is done (a device stream), so
+  // that a step can overlap the host's planning of the next one.
+  virtual bool launches_async() const { return false; }
   // Samples jobs as step `step`'s jobs [first, first + jobs.size()),
   // asynchronously: read the results with sample_results after
   // step_end(step). The sampled token ids also stay on the backend at those

@@ -60,7 +60,11 @@ void token_budget_scheduler::abort_request(request_id id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   const request_ptr r = it->second;
-  if (in_flight_ == 0) {
+  // A waiting request is in no step: it can finish now unless a transaction
+  // is open (the block mirror must not change between schedule and commit).
+  const bool txn_open = in_flight_ > static_cast<int>(committed_.size());
+  const bool waiting = std::find(waiting_.begin(), waiting_.end(), r) != waiting_.end();
+  if (in_flight_ == 0 || (waiting && !txn_open && r->inflight_tokens == 0)) {
     finish(r, finish_reason::abort);
   } else if (!r->aborted) {
     r->aborted = true;  // finished when the step is back
@@ -101,7 +105,6 @@ bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
       return false;
     }
     if (r.num_tokens_eff() >= limits_.max_model_len) return false;
-    if (penalized(r.params)) return false;
   }
   return true;
 }
@@ -109,9 +112,12 @@ bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
 bool token_budget_scheduler::can_schedule_ahead() const {
   if (!limits_.async_scheduling || in_flight_ != 1 || committed_.size() != 1) return false;
   if (!has_unfinished()) return false;
-  // Forks share blocks and sample from their leader's logits: lockstep.
+  // Forks share blocks and sample from their leader's logits; a penalized
+  // request's sampler needs the token still out (planning around it would
+  // run it every other step): lockstep for those.
   for (const request_ptr& r : running_) {
     if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return false;
+    if (r->placeholders > 0 && !r->aborted && penalized(r->params)) return false;
   }
   // Every running request that can go must fit without a preemption (the
   // order of schedule_running; priority order is kept by the last schedule).
@@ -127,7 +133,17 @@ bool token_budget_scheduler::can_schedule_ahead() const {
     budget -= num_new;
     any = true;
   }
-  return any || (!waiting_.empty() && budget > 0);
+  if (any) return true;
+  // Only admissions: worth a transaction when the first waiting one fits.
+  if (waiting_.empty() || budget <= 0 ||
+      static_cast<int64_t>(running_.size()) >= limits_.max_num_seqs) {
+    return false;
+  }
+  const request_state& head = *waiting_.front();
+  const int64_t num_new = std::min(head.num_tokens() - head.num_computed_tokens, budget);
+  return limits_.enable_chunked_prefill || num_new == head.num_tokens() - head.num_computed_tokens
+             ? blocks_needed(head, num_new) <= free
+             : false;
 }
 
 kv_transaction token_budget_scheduler::schedule() {
@@ -205,6 +221,7 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size() + admitting_.size()) < limits_.max_num_seqs) {
     const request_ptr r = waiting_.front();
+    if (r->aborted) break;  // finished when the step in flight returns
     int64_t num_new = r->num_tokens() - r->num_computed_tokens;
     if (!limits_.enable_chunked_prefill && num_new > budget) break;
     num_new = std::min(num_new, budget);

@@ -221,7 +221,18 @@ bool model_runner::device_sampling_enabled() const {
   return allowed && ops_->samples_async();
 }
 
-bool model_runner::can_overlap() { return device_sampling_enabled(); }
+bool model_runner::can_overlap() {
+  if (!device_sampling_enabled()) return false;
+  if (ops_->launches_async()) return true;
+  // The CPU backend computes as it launches: overlapping would only hand
+  // each step's output on one step later. TROUPE_DEBUG_ASYNC_ON_CPU=1 does
+  // it anyway, so that the tests run the async path without a GPU.
+  static const bool forced = [] {
+    const char* v = std::getenv("TROUPE_DEBUG_ASYNC_ON_CPU");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return forced;
+}
 
 bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int64_t n,
                                       launched_step& step) {

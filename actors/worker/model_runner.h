@@ -55,7 +55,9 @@ class model_runner {
   void launch(const step_plan& plan);
   step_output finish();
   size_t num_launched() const { return launched_.size(); }
-  // Whether launched steps overlap: the backend samples asynchronously.
+  // Whether launched steps overlap: the backend samples where the logits are
+  // and launches asynchronously (cuda; on the CPU only with
+  // TROUPE_DEBUG_ASYNC_ON_CPU=1, for tests).
   bool can_overlap();
 
   // Decode steps (every request one token) run as CUDA graphs, one per

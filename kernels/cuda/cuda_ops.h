@@ -77,6 +77,7 @@ class cuda_ops final : public ops {
   timeline device_timeline() const override;
   std::string op_profile() const override;
   bool samples_async() const override { return true; }
+  bool launches_async() const override { return true; }
   bool sample_async(const tensor& logits, const std::vector<sample_job>& jobs, int64_t step,
                     int64_t first) override;
   void sample_results(int64_t step, int64_t first, int64_t n,

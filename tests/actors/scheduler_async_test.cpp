@@ -131,13 +131,15 @@ TEST(scheduler_async_test, penalties_wait_for_their_token) {
   const step_plan first = h.commit_step({});
   ASSERT_NE(first.step_id, 0);
   EXPECT_FALSE(h.sched.can_schedule_ahead());  // its sampler counts token 1
+  // Not even for an admission: planning around request 1 would run it only
+  // every other step.
   ASSERT_EQ(h.add(2, 3, tokens(3)), "");
-  EXPECT_TRUE(h.sched.can_schedule_ahead());  // an admission needs nothing from the step
-  const step_plan second = h.commit_step({});
-  EXPECT_EQ(second.new_requests.size(), 1u);
-  EXPECT_TRUE(second.cached_requests.empty());  // request 1 sits this one out
+  EXPECT_FALSE(h.sched.can_schedule_ahead());
   std::map<request_id, int64_t> ran;
   h.execute_step(first, ran, {});
+  const step_plan second = h.commit_step({});  // lockstep: both run
+  EXPECT_EQ(second.new_requests.size(), 1u);
+  EXPECT_EQ(second.cached_requests.size(), 1u);
   h.execute_step(second, ran, {});
   h.run_pipelined();
   EXPECT_EQ(h.results[1].tokens.size(), 5u);
@@ -192,6 +194,36 @@ TEST(scheduler_async_test, abort_with_two_steps_in_flight) {
   h.run_pipelined();
   EXPECT_EQ(h.results[2].tokens.size(), 6u);
   EXPECT_EQ(h.worker.requests.count(1), 0u);
+  h.drain_and_expect_all_blocks_free();
+}
+
+// With nothing running to plan ahead, a transaction is worth it only when
+// the first waiting request can be admitted; aborting a waiting request
+// finishes it at once even with a step in flight.
+TEST(scheduler_async_test, admissions_ahead_only_when_they_fit_and_waiting_aborts_finish) {
+  scheduler_limits l = async_limits();
+  l.max_num_seqs = 1;
+  harness h(l);
+  h.worker.pipelined = true;
+  ASSERT_EQ(h.add(1, 4, tokens(2)), "");
+  const step_plan first = h.commit_step({});
+  ASSERT_NE(first.step_id, 0);
+  ASSERT_TRUE(h.sched.can_schedule_ahead());
+  const step_plan second = h.commit_step({});  // request 1's last token
+  std::map<request_id, int64_t> ran;
+  h.execute_step(first, ran, {});
+  ASSERT_EQ(h.add(2, 4, tokens(2)), "");
+  ASSERT_EQ(h.add(3, 4, tokens(2)), "");
+  EXPECT_FALSE(h.sched.can_schedule_ahead());  // max_num_seqs 1: request 2 cannot join
+  h.sched.abort_request(3);                    // waiting, in no step: finished now
+  EXPECT_EQ(h.results[3].finish, finish_reason::none);
+  h.collect();
+  EXPECT_EQ(h.results[3].finish, finish_reason::abort);
+  h.execute_step(second, ran, {});
+  h.run_pipelined();
+  EXPECT_EQ(h.results[1].tokens.size(), 2u);
+  EXPECT_EQ(h.results[2].tokens.size(), 2u);
+  EXPECT_EQ(h.results[3].num_finishes, 1);
   h.drain_and_expect_all_blocks_free();
 }
 

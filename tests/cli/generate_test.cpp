@@ -155,11 +155,10 @@ TEST(generate_output, json_shape_and_stats_line) {
   EXPECT_EQ(out["logprobs"].get_array().size(), 3u);
   EXPECT_EQ(out["logprobs"].at(0)["top_logprobs"].get_array().size(), 2u);
   const std::string stats = stats_line(r.err);
-  // Async scheduling (on by default): the prefill, then two decode steps
-  // each planned while the step before it ran (the third token ends the
-  // request, so nothing is planned after it).
+  // Three steps (the prefill and two decodes), none planned ahead: async
+  // scheduling is on by default only where launches are asynchronous (cuda).
   EXPECT_EQ(stats.rfind("stats: requests=1 prompt_tokens=3 generated_tokens=3 preemptions=0 "
-                        "prefix_cache_hit_rate=0.0000 steps=3 steps_ahead=2 elapsed_s=", 0),
+                        "prefix_cache_hit_rate=0.0000 steps=3 steps_ahead=0 elapsed_s=", 0),
             0u)
       << r.err;
   // The stats line is the last line on stderr.

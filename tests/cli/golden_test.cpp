@@ -105,8 +105,10 @@ TEST_P(golden, all_cases_batched_match) {
 // on this backend): decode steps are planned while the previous step runs
 // and take its tokens on the backend; lockstep steps give the same results.
 TEST_P(golden, async_scheduling_and_lockstep_match) {
+  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);  // on by default on cuda only
   const std::string async_err =
       run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3"});
+  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
   EXPECT_GT(stats_value(async_err, "steps_ahead"), 20) << async_err;
   const std::string lockstep_err =
       run_batched(GetParam(), {"--max-num-batched-tokens", "48", "--max-num-seqs", "3",
