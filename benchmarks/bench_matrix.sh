@@ -351,6 +351,17 @@ for model in $MODELS; do
 done
 
 # --- the summary ------------------------------------------------------------
+# table HEADING HEADER ROWS...: a markdown section, only when there are rows
+# (the rule line has as many columns as the header).
+table() {
+  local heading=$1 head=$2 rule="|" i cols
+  shift 2
+  (($#)) || return 0
+  cols=$(($(tr -cd '|' <<<"$head" | wc -c) - 1))
+  for ((i = 0; i < cols; i++)); do rule+=" --- |"; done
+  printf '\n%s\n\n%s\n%s\n' "$heading" "$head" "$rule"
+  printf '%s\n' "$@"
+}
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
 {
   echo "# troupe bench matrix"
@@ -364,40 +375,17 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
   [[ $PEER_SCALE != 1 && $PEER == 1 ]] && echo "- PEER_SCALE=$PEER_SCALE: at finite request rates the peer gets 1/$PEER_SCALE of troupe's prompts (at least 10): the same load, a shorter run (the prompts columns say how many)"
   [[ $PEER_TP_NUM_PROMPTS != "$TP_NUM_PROMPTS" && $PEER == 1 ]] && echo "- PEER_TP_NUM_PROMPTS=$PEER_TP_NUM_PROMPTS: the peer's offline runs use $PEER_TP_NUM_PROMPTS prompts against troupe's $TP_NUM_PROMPTS; fewer prompts make smaller batches and a lower throughput for it"
   echo "- results: $out (one JSON per run, with every figure and per-request arrays)"
-  if ((${#lat_rows[@]})); then
-    echo
-    echo "## Latency (bench latency, batch 1)"
-    echo
-    echo "| model | engine | batch | input | output | avg s | p50 s | p99 s | prefill s | decode ms/token |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    printf '%s\n' "${lat_rows[@]}"
-  fi
-  if ((${#tp_rows[@]})); then
-    echo
-    echo "## Offline throughput (bench throughput)"
-    echo
-    echo "| model | engine | prompts | input | output | req/s | total tok/s | output tok/s | elapsed s | preemptions |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    printf '%s\n' "${tp_rows[@]}"
-  fi
   header="| ok | failed | req/s | output tok/s | mean TTFT ms | p99 TTFT ms | mean TPOT ms | p99 TPOT ms | mean ITL ms | p99 E2EL ms |"
-  rule="| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  if ((${#serve_rows[@]})); then
-    echo
-    echo "## Online serving (bench serve, random $SERVE_INPUT_LEN in / $SERVE_OUTPUT_LEN out)"
-    echo
-    echo "| model | engine | request rate | prompts ${header}"
-    echo "| --- | --- | --- | --- ${rule}"
-    printf '%s\n' "${serve_rows[@]}"
-  fi
-  if ((${#prefix_rows[@]})); then
-    echo
-    echo "## Prefix caching (bench serve, $PREFIX_GROUPS groups sharing a $PREFIX_LEN-token prefix, suffix $PREFIX_SUFFIX_LEN, output $PREFIX_OUTPUT_LEN, max concurrency $PREFIX_CONCURRENCY)"
-    echo
-    echo "| model | engine | prefix caching | prompts | hit rate % ${header}"
-    echo "| --- | --- | --- | --- | --- ${rule}"
-    printf '%s\n' "${prefix_rows[@]}"
-  fi
+  table "## Latency (bench latency, batch 1)" \
+    "| model | engine | batch | input | output | avg s | p50 s | p99 s | prefill s | decode ms/token |" \
+    "${lat_rows[@]}"
+  table "## Offline throughput (bench throughput)" \
+    "| model | engine | prompts | input | output | req/s | total tok/s | output tok/s | elapsed s | preemptions |" \
+    "${tp_rows[@]}"
+  table "## Online serving (bench serve, random $SERVE_INPUT_LEN in / $SERVE_OUTPUT_LEN out)" \
+    "| model | engine | request rate | prompts ${header}" "${serve_rows[@]}"
+  table "## Prefix caching (bench serve, $PREFIX_GROUPS groups sharing a $PREFIX_LEN-token prefix, suffix $PREFIX_SUFFIX_LEN, output $PREFIX_OUTPUT_LEN, max concurrency $PREFIX_CONCURRENCY)" \
+    "| model | engine | prefix caching | prompts | hit rate % ${header}" "${prefix_rows[@]}"
   if ((${#cmp_lat_rows[@]} + ${#cmp_tp_rows[@]} + ${#cmp_serve_rows[@]} + ${#cmp_prefix_rows[@]})); then
     echo
     echo "## troupe / $peer_name"
@@ -405,40 +393,16 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
     echo "The same shapes on the same GPU, each ratio troupe's figure over the peer's: above 1 for"
     echo "throughput, below 1 for times, means troupe is ahead."
   fi
-  if ((${#cmp_lat_rows[@]})); then
-    echo
-    echo "### Latency (batch 1)"
-    echo
-    echo "| model | input | output | troupe avg s | peer avg s | troupe/peer | troupe prefill s | peer prefill s | troupe/peer | troupe decode ms/token | peer decode ms/token | troupe/peer |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    printf '%s\n' "${cmp_lat_rows[@]}"
-  fi
-  if ((${#cmp_tp_rows[@]})); then
-    echo
-    echo "### Offline throughput"
-    echo
-    echo "| model | prompts (troupe / peer) | input | output | troupe output tok/s | peer output tok/s | troupe/peer | troupe total tok/s | peer total tok/s | troupe/peer | troupe req/s | peer req/s | troupe/peer |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    printf '%s\n' "${cmp_tp_rows[@]}"
-  fi
+  table "### Latency (batch 1)" \
+    "| model | input | output | troupe avg s | peer avg s | troupe/peer | troupe prefill s | peer prefill s | troupe/peer | troupe decode ms/token | peer decode ms/token | troupe/peer |" \
+    "${cmp_lat_rows[@]}"
+  table "### Offline throughput" \
+    "| model | prompts (troupe / peer) | input | output | troupe output tok/s | peer output tok/s | troupe/peer | troupe total tok/s | peer total tok/s | troupe/peer | troupe req/s | peer req/s | troupe/peer |" \
+    "${cmp_tp_rows[@]}"
   cmp_header="| troupe output tok/s | peer output tok/s | troupe/peer | troupe mean TTFT ms | peer mean TTFT ms | troupe/peer | troupe mean TPOT ms | peer mean TPOT ms | troupe/peer | peer failed |"
-  cmp_rule="| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  if ((${#cmp_serve_rows[@]})); then
-    echo
-    echo "### Online serving (random $SERVE_INPUT_LEN in / $SERVE_OUTPUT_LEN out)"
-    echo
-    echo "| model | request rate ${cmp_header}"
-    echo "| --- | --- ${cmp_rule}"
-    printf '%s\n' "${cmp_serve_rows[@]}"
-  fi
-  if ((${#cmp_prefix_rows[@]})); then
-    echo
-    echo "### Prefix caching"
-    echo
-    echo "| model | prefix caching ${cmp_header}"
-    echo "| --- | --- ${cmp_rule}"
-    printf '%s\n' "${cmp_prefix_rows[@]}"
-  fi
+  table "### Online serving (random $SERVE_INPUT_LEN in / $SERVE_OUTPUT_LEN out)" \
+    "| model | request rate ${cmp_header}" "${cmp_serve_rows[@]}"
+  table "### Prefix caching" "| model | prefix caching ${cmp_header}" "${cmp_prefix_rows[@]}"
   # Issue 7's targets, for the first Llama model of the run.
   lt=$(for m in $MODELS; do basename "$m"; done | grep -m1 -i llama)
   if [[ -n $lt ]]; then

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "common/check.h"
 #include "kernels/cuda/activation/activation.h"
@@ -176,16 +177,7 @@ struct cuda_ops::impl {
     return p.ptr;
   }
 
-  void* ensure(growable& g, size_t bytes) {
-    if (bytes <= g.bytes) return g.ptr;
-    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    TROUPE_CUDA_CHECK(cudaFree(g.ptr));
-    g.ptr = nullptr;
-    const size_t grown = std::max(bytes, g.bytes * 2);
-    TROUPE_CUDA_CHECK(cudaMalloc(&g.ptr, grown));
-    g.bytes = grown;
-    return g.ptr;
-  }
+  void* ensure(growable& g, size_t bytes) { return ensure_keeping(g, bytes, 0); }
 };
 
 namespace {
@@ -203,8 +195,11 @@ class op_scope {
     span_.step = m.current_step;
     TROUPE_CUDA_CHECK(cudaEventRecord(span_.begin, m.stream));
   }
-  op_scope(cuda_ops::impl& m, std::string name, double bytes) : op_scope(m, "", bytes) {
-    span_.name = std::move(name);
+  // For names composed per call (shapes): `name()` runs only when profiling,
+  // so the hot path builds no strings.
+  template <class F, class = decltype(std::declval<F>()())>
+  op_scope(cuda_ops::impl& m, F&& name, double bytes) : op_scope(m, "", bytes) {
+    if (active_) span_.name = name();
   }
   ~op_scope() {
     if (!active_) return;
@@ -428,7 +423,7 @@ void cuda_ops::gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* 
 }
 
 void cuda_ops::launch_graph(int64_t id) {
-  op_scope scope(*impl_, "graph replay, batch " + std::to_string(id), 0);
+  op_scope scope(*impl_, [id] { return "graph replay, batch " + std::to_string(id); }, 0);
   const auto it = impl_->graphs.find(id);
   TROUPE_CHECK_MSG(it != impl_->graphs.end(), "launch_graph: no graph captured with this id");
   TROUPE_CUDA_CHECK(cudaGraphLaunch(it->second, impl_->stream));
@@ -582,10 +577,13 @@ void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, cons
   TROUPE_CHECK(x.type == w.type);
   if (x.rows == 0) return;
   const double bytes = static_cast<double>((w.numel() + x.numel() + out.cols * x.rows) * dtype_size(w.type));
-  op_scope scope(*impl_,
-                 "linear " + std::to_string(x.rows) + "x" + std::to_string(w.cols) + " -> " +
-                     std::to_string(w.rows),
-                 bytes);
+  op_scope scope(
+      *impl_,
+      [&] {
+        return "linear " + std::to_string(x.rows) + "x" + std::to_string(w.cols) + " -> " +
+               std::to_string(w.rows);
+      },
+      bytes);
   gemm(x, w, out);
   if (bias != nullptr) {
     TROUPE_CHECK(bias->type == out.type);
