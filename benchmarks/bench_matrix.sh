@@ -18,20 +18,37 @@
 # log into OUT_DIR, and a markdown summary (GPU, date, commands, tables) to
 # stdout and OUT_DIR/summary.md; PNG plots when python3 has matplotlib.
 #
-#   benchmarks/bench_matrix.sh OUT_DIR
+#   benchmarks/bench_matrix.sh OUT_DIR             measure, then summarise
+#   benchmarks/bench_matrix.sh --summary OUT_DIR   summarise what OUT_DIR holds
+#                                                  (an interrupted run, say)
+#
+# The summary is built from OUT_DIR's files alone (the run's settings are in
+# OUT_DIR/matrix.env), so a row that did not run is simply absent.
 #
 # Everything is overridable by environment variables (defaults below), e.g.
 #   QUICK=1                    a smoke run: prompt counts / 10, fewer iterations
 #   STEPS="latency serve"      only some parts
 #   MODELS="examples/models/qwen2.5-0.5b"
+#   GPUS="0 1"                 measure the models in parallel, one GPU each
+#                              (CUDA_VISIBLE_DEVICES; models go round-robin,
+#                              ports PORT + 10 x slot); default: one after the
+#                              other on the visible GPU
 #   PEER=0                     no peer runs (PEER_STEPS="latency throughput": only some)
 #   PEER_ARGS="--cuda-graph on" extra flags for every peer_transformers.py command
+#   NOTE="..."                 a line for the summary's header
+# The peer is 10-30x slower than troupe; at troupe's counts its part alone
+# would take over 40 minutes on an H100. These bound it (each says so in the
+# summary's header and the prompts columns):
 #   PEER_SCALE=10              the peer's online runs at finite request rates send
 #                              1/10 of the prompts (at least 10): the same load for
-#                              a shorter time; the peer is 10-30x slower and the
-#                              full counts would not fit a GPU session
-#   PEER_TP_NUM_PROMPTS=N      the peer's offline prompt count (default: troupe's);
-#                              fewer prompts make smaller batches, which lowers its
+#                              a shorter time
+#   PEER_INF_NUM_PROMPTS=N     the peer's all-at-once burst (default: troupe's count)
+#   PEER_PREFIX_NUM_PROMPTS=N  the peer's prefix-caching runs (default: troupe's)
+#   PEER_LAT_ITERS=N           the peer's timed latency iterations (default: troupe's)
+#   PEER_TP_NUM_PROMPTS=N      the peer's offline prompt count (default: troupe's),
+#                              or per shape: "1024:128=100 128:128=200 1000:1000=25"
+#                              (a shape not listed: troupe's count). Fewer
+#                              prompts make smaller batches, which lowers its
 #                              throughput (Qwen2.5-0.5B 128/128: 127 tok/s from 10
 #                              prompts on an H100, 1,406 from 100 on an H200), so
 #                              scale it only with that caveat
@@ -46,7 +63,26 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-out=${1:?usage: benchmarks/bench_matrix.sh OUT_DIR}
+summary_only=0
+if [[ ${1:-} == --summary ]]; then
+  summary_only=1
+  shift
+fi
+out=${1:?usage: benchmarks/bench_matrix.sh [--summary] OUT_DIR}
+log() { echo "bench_matrix: $*" >&2; }
+
+# --- the settings (saved in OUT_DIR/matrix.env; --summary reads them back) ----
+settings=(MODELS STEPS BACKEND DTYPE LOAD_FORMAT ENGINE_ARGS QUICK LAT_INPUT_LEN LAT_OUTPUT_LEN LAT_ITERS
+  LAT_WARMUP TP_NUM_PROMPTS TP_SHAPES SERVE_RATES SERVE_INPUT_LEN SERVE_OUTPUT_LEN SERVE_NUM_PROMPTS
+  SERVE_MAX_SECONDS PREFIX_LEN PREFIX_GROUPS PREFIX_SUFFIX_LEN PREFIX_OUTPUT_LEN PREFIX_NUM_PROMPTS
+  PREFIX_CONCURRENCY PEER PEER_STEPS PEER_SCALE PEER_INF_NUM_PROMPTS PEER_PREFIX_NUM_PROMPTS PEER_LAT_ITERS
+  PEER_TP_NUM_PROMPTS PEER_ARGS PEER_PYTHON GPUS NOTE TROUPE TROUPE_COMMIT peer_name peer_note gpu_info started)
+if ((summary_only)); then
+  [[ -f $out/matrix.env ]] || { echo "bench_matrix: $out/matrix.env not found (not a bench_matrix.sh output folder)" >&2; exit 2; }
+  # shellcheck disable=SC1091
+  source "$out/matrix.env"
+  DOC=${DOC:-}
+fi
 MODELS=${MODELS:-"examples/models/llama-3.1-8b examples/models/qwen2.5-0.5b"}
 STEPS=${STEPS:-"latency throughput serve prefix"}
 BACKEND=${BACKEND:-cuda}
@@ -74,72 +110,65 @@ PREFIX_NUM_PROMPTS=${PREFIX_NUM_PROMPTS:-$(scale 200)}
 PREFIX_CONCURRENCY=${PREFIX_CONCURRENCY:-32}
 PORT=${PORT:-8765}
 SERVER_WAIT=${SERVER_WAIT:-900}  # s for a server to answer /health
+GPUS=${GPUS:-}
+NOTE=${NOTE:-}  # a line for the summary's header
 PEER=${PEER:-1}
 PEER_PYTHON=${PEER_PYTHON:-python3}  # the GPU host's python3 has torch and transformers
 PEER_ARGS=${PEER_ARGS:-}
 PEER_STEPS=${PEER_STEPS:-$STEPS}
-PEER_PORT=${PEER_PORT:-$((PORT + 1))}
 PEER_SCALE=${PEER_SCALE:-1}
+PEER_INF_NUM_PROMPTS=${PEER_INF_NUM_PROMPTS:-$SERVE_NUM_PROMPTS}
+PEER_PREFIX_NUM_PROMPTS=${PEER_PREFIX_NUM_PROMPTS:-$PREFIX_NUM_PROMPTS}
+PEER_LAT_ITERS=${PEER_LAT_ITERS:-$LAT_ITERS}
 PEER_TP_NUM_PROMPTS=${PEER_TP_NUM_PROMPTS:-$TP_NUM_PROMPTS}
 DOC=${DOC:-}
+peer_name=${peer_name:-transformers} peer_note=${peer_note:-}
+
+# --- prompt counts (the same functions measure and summarise) -----------------
 peer_count() { awk -v n="$1" -v s="$PEER_SCALE" 'BEGIN { c = int((n + s - 1) / s); print (c < 10 && n >= 10 ? 10 : c) }'; }
-
-if [[ -z ${TROUPE:-} ]]; then
-  [[ -d build-device ]] || tar -xJf build-device.tar.xz
-  TROUPE=build-device/bin/troupe
-  [[ -f build-device/COMMIT ]] && TROUPE_COMMIT=$(cat build-device/COMMIT)
-  export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
-[[ -x $TROUPE ]] || { echo "bench_matrix: no executable troupe at '$TROUPE'" >&2; exit 2; }
-mkdir -p "$out"
-rm -f "$out/DONE"
-behind=()  # rows where troupe's headline figure is behind the peer's
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true  # one socket per request in flight
-read -r -a engine_args <<<"$ENGINE_ARGS"
-common=(--load-format "$LOAD_FORMAT" --backend "$BACKEND" --dtype "$DTYPE" "${engine_args[@]}" --log-level warn)
-has_step() { [[ " $STEPS " == *" $1 "* ]]; }
-log() { echo "bench_matrix: $*" >&2; }
-
-# --- the peer: transformers ---------------------------------------------------
-peer_script=benchmarks/peer_transformers.py
-peer_name=transformers peer_note=
-if [[ $PEER == 1 ]]; then
-  if peer_info=$("$PEER_PYTHON" "$peer_script" check 2>"$out/peer_check.err"); then
-    peer_name=${peer_info%%,*}  # "transformers X.Y.Z"
-    peer_note="$peer_info; $peer_script: random weights from the same config.json, bf16, EOS ignored, sampling at temperature 1; offline through ContinuousBatchingManager (started and warmed up before the clock); online through the script's /v1/completions driver over the same manager (not \`transformers serve\`, see docs/bench.md)"
-  else
-    peer_note="skipped: $("$PEER_PYTHON" --version 2>&1 | head -1): $(tail -1 "$out/peer_check.err")"
-    log "peer $peer_note"
-    PEER=0
+serve_count() {  # serve_count troupe|peer RATE
+  local n=$SERVE_NUM_PROMPTS cap
+  if [[ $2 == inf ]]; then
+    [[ $1 == peer ]] && n=$PEER_INF_NUM_PROMPTS
+    echo "$n"
+    return
   fi
-else
-  peer_note="skipped (PEER=$PEER)"
-fi
-read -r -a peer_args <<<"$PEER_ARGS"
-peer_mml=$(sed -nE 's/.*--max-model-len[= ]+([0-9]+).*/\1/p' <<<"$ENGINE_ARGS")
-peer_args+=(--max-model-len "${peer_mml:-0}")
+  cap=$(awk -v r="$2" -v s="$SERVE_MAX_SECONDS" 'BEGIN { c = int(r * s); print (c < 32 ? 32 : c) }')
+  ((n > cap)) && n=$cap
+  # Finite rates: the peer gets the same load for a shorter time.
+  [[ $1 == peer ]] && n=$(peer_count "$n")
+  echo "$n"
+}
+tp_count() {  # tp_count troupe|peer IN:OUT
+  [[ $1 == troupe ]] && { echo "$TP_NUM_PROMPTS"; return; }
+  if [[ $PEER_TP_NUM_PROMPTS =~ ^[0-9]+$ ]]; then echo "$PEER_TP_NUM_PROMPTS"; return; fi
+  local kv
+  for kv in $PEER_TP_NUM_PROMPTS; do
+    [[ ${kv%%=*} == "$2" ]] && { echo "${kv#*=}"; return; }
+  done
+  echo "$TP_NUM_PROMPTS"
+}
+prefix_count() { if [[ $1 == peer ]]; then echo "$PEER_PREFIX_NUM_PROMPTS"; else echo "$PREFIX_NUM_PROMPTS"; fi; }
+has_step() { [[ " $STEPS " == *" $1 "* ]]; }
 peer_on() { [[ $PEER == 1 && " $PEER_STEPS " == *" $1 "* ]] && has_step "$1"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
-commands=()
+
+# --- measuring ------------------------------------------------------------------
+ok() { [[ -f $1 && ! -f $1.failed ]]; }  # a run's stdout, and it did not fail
 run_logged() {  # run_logged LOGFILE CMD...: stdout to LOGFILE, stderr to LOGFILE.err
-  local logfile=$1
+  local logfile=$1 t0=$SECONDS rc
   shift
-  commands+=("$*")
   log "$*"
+  rm -f "$logfile.failed"
   "$@" >"$logfile" 2>"$logfile.err"
-  local rc=$?
-  ((rc == 0)) || log "exit $rc (see $logfile.err)"
+  rc=$?
+  echo "$* # $((SECONDS - t0)) s$( ((rc == 0)) || echo ", exit $rc")" >>"$commands_file"
+  if ((rc != 0)); then
+    log "exit $rc (see $logfile.err)"
+    echo "exit $rc" >"$logfile.failed"
+  fi
   return $rc
 }
-# is_behind TROUPE PEER higher|lower: troupe's figure is worse than the peer's.
-is_behind() {
-  awk -v t="$1" -v p="$2" -v dir="$3" 'BEGIN { if (t == "" || p == "") exit 1;
-    if (dir == "higher") exit !(t + 0 < p + 0); exit !(t + 0 > p + 0) }'
-}
-value() { sed -nE "s/^$1[^0-9-]*([-0-9.]+).*/\1/p" "$2" | head -1; }  # value LABEL FILE
-
-# --- the server -------------------------------------------------------------
-server_pid= serve_port=$PORT
+server_pid='' serve_port=$PORT
 wait_healthy() {  # wait_healthy NAME LOG: until $server_pid answers /health on $serve_port
   local waited=0
   until curl -sf "http://127.0.0.1:$serve_port/health" >/dev/null 2>&1; do
@@ -152,24 +181,14 @@ wait_healthy() {  # wait_healthy NAME LOG: until $server_pid answers /health on 
     waited=$((waited + 1))
   done
 }
-start_server() {  # start_server MODEL LOG EXTRA_ARGS...
-  local model=$1 logfile=$2
-  shift 2
-  serve_port=$PORT
-  commands+=("$TROUPE serve --model $model ${common[*]} $* --host 127.0.0.1 --port $PORT")
-  "$TROUPE" serve --model "$model" "${common[@]}" "$@" --host 127.0.0.1 --port "$PORT" >"$logfile" 2>&1 &
+start_server() {  # start_server PORT MODEL LOG COMMAND...: a server in the background
+  serve_port=$1
+  local model=$2 logfile=$3
+  shift 3
+  echo "$* # server, log $(basename "$logfile")" >>"$commands_file"
+  "$@" >"$logfile" 2>&1 &
   server_pid=$!
-  wait_healthy "troupe serve" "$logfile"
-}
-start_peer_server() {  # start_peer_server MODEL LOG EXTRA_ARGS...: the peer's /v1/completions driver
-  local model=$1 logfile=$2
-  shift 2
-  serve_port=$PEER_PORT
-  commands+=("$PEER_PYTHON $peer_script serve --model-config $model ${peer_args[*]} $* --host 127.0.0.1 --port $PEER_PORT")
-  "$PEER_PYTHON" "$peer_script" serve --model-config "$model" "${peer_args[@]}" "$@" --host 127.0.0.1 \
-    --port "$PEER_PORT" >"$logfile" 2>&1 &
-  server_pid=$!
-  wait_healthy "the peer server ($peer_script serve)" "$logfile"
+  wait_healthy "$model's server ($1)" "$logfile"
 }
 stop_server() {
   [[ -n $server_pid ]] || return 0
@@ -179,8 +198,6 @@ stop_server() {
   wait "$server_pid" 2>/dev/null
   server_pid=
 }
-trap stop_server EXIT
-
 bench_serve() {  # bench_serve MODEL_DIR NAME ARGS...
   local model=$1 name=$2 vocab
   shift 2
@@ -189,10 +206,151 @@ bench_serve() {  # bench_serve MODEL_DIR NAME ARGS...
     --metric-percentiles 50,90,99 --disable-progress --json-out "$out/$name.json" "$@"
 }
 
-# --- the tables -------------------------------------------------------------
-lat_rows=() tp_rows=() serve_rows=() prefix_rows=()
-cmp_lat_rows=() cmp_tp_rows=() cmp_serve_rows=() cmp_prefix_rows=()
-declare -A t_serve  # "NAME FIELD" -> troupe's figure, for the ratios
+# measure_model MODEL SLOT: every run of one model (in a subshell: its own
+# server and ports PORT + 10 x SLOT, + 1 for the peer's server).
+measure_model() {
+  local model=$1 tag port=$((PORT + 10 * $2)) peer_port=$((PORT + 10 * $2 + 1)) shape in o n engine rate caching name
+  tag=$(basename "$model")
+  commands_file="$out/commands_${tag}.txt"
+  trap stop_server EXIT
+  if has_step latency; then
+    run_logged "$out/latency_${tag}_b1.txt" "$TROUPE" bench latency --model "$model" "${common[@]}" --batch-size 1 \
+      --input-len "$LAT_INPUT_LEN" --output-len "$LAT_OUTPUT_LEN" --num-iters "$LAT_ITERS" \
+      --num-iters-warmup "$LAT_WARMUP" --json-out "$out/latency_${tag}_b1.json"
+    peer_on latency && run_logged "$out/peer_latency_${tag}_b1.txt" "$PEER_PYTHON" "$peer_script" latency \
+      --model-config "$model" "${peer_args[@]}" --batch-size 1 --input-len "$LAT_INPUT_LEN" \
+      --output-len "$LAT_OUTPUT_LEN" --num-iters "$PEER_LAT_ITERS" --num-iters-warmup "$LAT_WARMUP" \
+      --json-out "$out/peer_latency_${tag}_b1.json"
+  fi
+  if has_step throughput; then
+    for shape in $TP_SHAPES; do
+      in=${shape%:*} o=${shape#*:}
+      run_logged "$out/throughput_${tag}_${in}_${o}.txt" "$TROUPE" bench throughput --model "$model" "${common[@]}" \
+        --num-prompts "$(tp_count troupe "$shape")" --input-len "$in" --output-len "$o" \
+        --json-out "$out/throughput_${tag}_${in}_${o}.json"
+      peer_on throughput && run_logged "$out/peer_throughput_${tag}_${in}_${o}.txt" "$PEER_PYTHON" "$peer_script" \
+        offline --model-config "$model" "${peer_args[@]}" --num-prompts "$(tp_count peer "$shape")" \
+        --input-len "$in" --output-len "$o" --json-out "$out/peer_throughput_${tag}_${in}_${o}.json"
+    done
+  fi
+  # Online: troupe at every rate, then the peer at the same rates and seeds.
+  for engine in troupe peer; do
+    has_step serve || break
+    [[ $engine == peer ]] && { peer_on serve || break; }
+    local prefix=serve
+    if [[ $engine == troupe ]]; then
+      start_server "$port" "$model" "$out/serve_${tag}.log" "$TROUPE" serve --model "$model" "${common[@]}" \
+        --host 127.0.0.1 --port "$port"
+    else
+      prefix=peer_serve
+      start_server "$peer_port" "$model" "$out/peer_serve_${tag}.log" "$PEER_PYTHON" "$peer_script" serve \
+        --model-config "$model" "${peer_args[@]}" --host 127.0.0.1 --port "$peer_port"
+    fi || { echo "${prefix}_${tag}.log" >"$out/${prefix}_${tag}.nostart"; continue; }
+    local seed=0
+    for rate in $SERVE_RATES; do
+      seed=$((seed + 1))  # other prompts each run: nothing left in the prefix cache helps
+      bench_serve "$model" "${prefix}_${tag}_rate${rate}" --dataset random --input-len "$SERVE_INPUT_LEN" \
+        --output-len "$SERVE_OUTPUT_LEN" --num-prompts "$(serve_count "$engine" "$rate")" --request-rate "$rate" \
+        --seed "$seed"
+    done
+    stop_server
+  done
+  if has_step prefix; then
+    for caching in on off; do
+      for engine in troupe peer; do
+        name="prefix_${tag}_caching_${caching}"
+        if [[ $engine == troupe ]]; then
+          local flag=--enable-prefix-caching
+          [[ $caching == off ]] && flag=--no-enable-prefix-caching
+          start_server "$port" "$model" "$out/$name.log" "$TROUPE" serve --model "$model" "${common[@]}" "$flag" \
+            --host 127.0.0.1 --port "$port"
+        else
+          peer_on prefix || continue
+          name="peer_$name"
+          local peer_flags=()
+          [[ $caching == off ]] && peer_flags=(--no-prefix-caching)
+          start_server "$peer_port" "$model" "$out/$name.log" "$PEER_PYTHON" "$peer_script" serve \
+            --model-config "$model" "${peer_args[@]}" "${peer_flags[@]}" --host 127.0.0.1 --port "$peer_port"
+        fi || { echo "$name.log" >"$out/$name.nostart"; continue; }
+        bench_serve "$model" "$name" --dataset prefix --prefix-len "$PREFIX_LEN" --num-prefix-groups "$PREFIX_GROUPS" \
+          --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$(prefix_count "$engine")" \
+          --max-concurrency "$PREFIX_CONCURRENCY"
+        stop_server
+      done
+    done
+  fi
+}
+
+peer_script=benchmarks/peer_transformers.py
+if ((!summary_only)); then
+  if [[ -z ${TROUPE:-} ]]; then
+    [[ -d build-device ]] || tar -xJf build-device.tar.xz
+    TROUPE=build-device/bin/troupe
+    [[ -f build-device/COMMIT ]] && TROUPE_COMMIT=$(cat build-device/COMMIT)
+    export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  TROUPE_COMMIT=${TROUPE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  [[ -x $TROUPE ]] || { echo "bench_matrix: no executable troupe at '$TROUPE'" >&2; exit 2; }
+  if [[ -d $out && -n $(ls -A "$out" 2>/dev/null) && ! -f $out/matrix.env ]]; then
+    echo "bench_matrix: $out is not empty and not an earlier bench_matrix.sh output folder" >&2
+    exit 2
+  fi
+  mkdir -p "$out"
+  # An earlier run's files would mix into this one's summary.
+  rm -f "$out"/*.txt "$out"/*.json "$out"/*.err "$out"/*.failed "$out"/*.nostart "$out"/*.log "$out"/*.png \
+    "$out/summary.md" "$out/MEASURED" "$out/DONE"
+  started=$(date -u '+%Y-%m-%d %H:%M UTC')
+  gpu_info=
+  for g in ${GPUS:-first}; do
+    sel=(); [[ $g != first ]] && sel=(-i "$g")
+    gpu_info+="${gpu_info:+; }$(nvidia-smi "${sel[@]}" --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  done
+  [[ $gpu_info == *[a-zA-Z]* ]] || gpu_info="none (nvidia-smi found no GPU)"
+  peer_name=transformers peer_note=
+  if [[ $PEER == 1 ]]; then
+    if peer_info=$("$PEER_PYTHON" "$peer_script" check 2>"$out/peer_check.err"); then
+      peer_name=${peer_info%%,*}  # "transformers X.Y.Z"
+      peer_note="$peer_info; $peer_script: random weights from the same config.json, bf16, EOS ignored, sampling at temperature 1; offline through ContinuousBatchingManager (started and warmed up before the clock); online through the script's /v1/completions driver over the same manager (not \`transformers serve\`, see docs/bench.md)"
+    else
+      peer_note="skipped: $("$PEER_PYTHON" --version 2>&1 | head -1): $(tail -1 "$out/peer_check.err")"
+      log "peer $peer_note"
+      PEER=0
+    fi
+  else
+    peer_note="skipped (PEER=$PEER)"
+  fi
+  declare -p "${settings[@]}" >"$out/matrix.env"
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true  # one socket per request in flight
+  read -r -a engine_args <<<"$ENGINE_ARGS"
+  common=(--load-format "$LOAD_FORMAT" --backend "$BACKEND" --dtype "$DTYPE" "${engine_args[@]}" --log-level warn)
+  read -r -a peer_args <<<"$PEER_ARGS"
+  peer_mml=$(sed -nE 's/.*--max-model-len[= ]+([0-9]+).*/\1/p' <<<"$ENGINE_ARGS")
+  peer_args+=(--max-model-len "${peer_mml:-0}")
+  read -r -a gpus <<<"$GPUS"
+  pids=() slot=0
+  for model in $MODELS; do
+    if ((${#gpus[@]})); then
+      (export CUDA_VISIBLE_DEVICES=${gpus[slot % ${#gpus[@]}]}; measure_model "$model" "$slot") &
+      pids+=($!)
+      # More models than GPUs: the next round waits for this one.
+      (((slot + 1) % ${#gpus[@]} == 0)) && { wait "${pids[@]}"; pids=(); }
+    else
+      (measure_model "$model" "$slot")
+    fi
+    slot=$((slot + 1))
+  done
+  ((${#pids[@]})) && wait "${pids[@]}"
+  date -u '+%Y-%m-%d %H:%M:%S UTC' >"$out/MEASURED"
+fi
+
+# --- the summary (from OUT_DIR's files alone) ---------------------------------
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+# is_behind TROUPE PEER higher|lower: troupe's figure is worse than the peer's.
+is_behind() {
+  awk -v t="$1" -v p="$2" -v dir="$3" 'BEGIN { if (t == "" || p == "") exit 1;
+    if (dir == "higher") exit !(t + 0 < p + 0); exit !(t + 0 > p + 0) }'
+}
+value() { sed -nE "s/^$1[^0-9-]*([-0-9.]+).*/\1/p" "$2" | head -1; }  # value LABEL FILE
 serve_row() {  # serve_row FILE: the figures of a bench serve table
   local f=$1
   printf '%s | %s | %s | %s | %s | %s | %s | %s | %s | %s' \
@@ -216,6 +374,12 @@ tp_row() {
   printf '%s | %s | %s | %s | %s' "${v[0]:-}" "${v[1]:-}" "${v[2]:-}" "$(value 'Elapsed time' "$1")" \
     "$(value 'Preemptions:' "$1" | grep . || echo n/a)"
 }
+failed_note() { echo "failed ($(cat "$1.failed" 2>/dev/null), see $(basename "$1").err)"; }
+
+lat_rows=() tp_rows=() serve_rows=() prefix_rows=()
+cmp_lat_rows=() cmp_tp_rows=() cmp_serve_rows=() cmp_prefix_rows=()
+behind=()   # rows where troupe's headline figure is behind the peer's
+declare -A t_serve  # "KIND KEY FIELD" -> troupe's figure, for the ratios
 serve_cmp() {  # serve_cmp troupe|peer serve|prefix KEY FILE: keeps troupe's figures; for the peer, a ratio row
   local engine=$1 kind=$2 key="$2 $3" f=$4 out_tps ttft tpot failed
   out_tps=$(value 'Output token throughput' "$f") ttft=$(value 'Mean TTFT' "$f") tpot=$(value 'Mean TPOT' "$f")
@@ -236,121 +400,79 @@ serve_cmp() {  # serve_cmp troupe|peer serve|prefix KEY FILE: keeps troupe's fig
 
 for model in $MODELS; do
   tag=$(basename "$model")
-  if has_step latency; then
-    f="$out/latency_${tag}_b1.txt" t_lat=()
-    if run_logged "$f" "$TROUPE" bench latency --model "$model" "${common[@]}" --batch-size 1 \
-      --input-len "$LAT_INPUT_LEN" --output-len "$LAT_OUTPUT_LEN" --num-iters "$LAT_ITERS" \
-      --num-iters-warmup "$LAT_WARMUP" --json-out "$out/latency_${tag}_b1.json"; then
-      lat_rows+=("| $tag | troupe | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
-      t_lat=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
-    fi
-    if peer_on latency; then
-      f="$out/peer_latency_${tag}_b1.txt"
-      if run_logged "$f" "$PEER_PYTHON" "$peer_script" latency --model-config "$model" "${peer_args[@]}" \
-        --batch-size 1 --input-len "$LAT_INPUT_LEN" --output-len "$LAT_OUTPUT_LEN" --num-iters "$LAT_ITERS" \
-        --num-iters-warmup "$LAT_WARMUP" --json-out "$out/peer_latency_${tag}_b1.json"; then
-        lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
-        p=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
-        cmp_lat_rows+=("| $tag | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | ${t_lat[0]:-} | ${p[0]} | $(ratio "${t_lat[0]:-}" "${p[0]}") | ${t_lat[1]:-} | ${p[1]} | $(ratio "${t_lat[1]:-}" "${p[1]}") | ${t_lat[2]:-} | ${p[2]} | $(ratio "${t_lat[2]:-}" "${p[2]}") |")
-        is_behind "${t_lat[0]:-}" "${p[0]}" lower && behind+=("latency $tag batch 1 (avg latency)")
-      else
-        lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | failed: $(basename "$f").err |||||")
-      fi
-    fi
+  # Latency.
+  f="$out/latency_${tag}_b1.txt" t_lat=()
+  if ok "$f"; then
+    lat_rows+=("| $tag | troupe | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
+    t_lat=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
+  elif [[ -f $f.failed ]]; then
+    lat_rows+=("| $tag | troupe | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(failed_note "$f") |||||")
   fi
-  if has_step throughput; then
-    for shape in $TP_SHAPES; do
-      in=${shape%:*} o=${shape#*:} t_tp=()
-      f="$out/throughput_${tag}_${in}_${o}.txt"
-      if run_logged "$f" "$TROUPE" bench throughput --model "$model" "${common[@]}" --num-prompts "$TP_NUM_PROMPTS" \
-        --input-len "$in" --output-len "$o" --json-out "$out/throughput_${tag}_${in}_${o}.json"; then
-        tp_rows+=("| $tag | troupe | $TP_NUM_PROMPTS | $in | $o | $(tp_row "$f") |")
-        read -r -a t_tp <<<"$(tp_figures "$f")"
-      fi
-      if peer_on throughput; then
-        f="$out/peer_throughput_${tag}_${in}_${o}.txt"
-        peer_n=$PEER_TP_NUM_PROMPTS
-        if run_logged "$f" "$PEER_PYTHON" "$peer_script" offline --model-config "$model" "${peer_args[@]}" \
-          --num-prompts "$peer_n" --input-len "$in" --output-len "$o" \
-          --json-out "$out/peer_throughput_${tag}_${in}_${o}.json"; then
-          tp_rows+=("| $tag | $peer_name | $peer_n | $in | $o | $(tp_row "$f") |")
-          read -r -a p <<<"$(tp_figures "$f")"
-          is_behind "${t_tp[2]:-}" "${p[2]:-}" higher && behind+=("offline $tag $in/$o (output tok/s)")
-          cmp_tp_rows+=("| $tag | $TP_NUM_PROMPTS / $peer_n | $in | $o | ${t_tp[2]:-} | ${p[2]:-} | $(ratio "${t_tp[2]:-}" "${p[2]:-}") | ${t_tp[1]:-} | ${p[1]:-} | $(ratio "${t_tp[1]:-}" "${p[1]:-}") | ${t_tp[0]:-} | ${p[0]:-} | $(ratio "${t_tp[0]:-}" "${p[0]:-}") |")
-        else
-          tp_rows+=("| $tag | $peer_name | $peer_n | $in | $o | failed: $(basename "$f").err |||||")
-        fi
-      fi
-    done
+  f="$out/peer_latency_${tag}_b1.txt"
+  if ok "$f"; then
+    lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(lat_row "$f") |")
+    p=("$(value 'Avg latency:' "$f")" "$(value 'Avg prefill time:' "$f")" "$(value 'Avg decode time per output token' "$f")")
+    cmp_lat_rows+=("| $tag | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | ${t_lat[0]:-} | ${p[0]} | $(ratio "${t_lat[0]:-}" "${p[0]}") | ${t_lat[1]:-} | ${p[1]} | $(ratio "${t_lat[1]:-}" "${p[1]}") | ${t_lat[2]:-} | ${p[2]} | $(ratio "${t_lat[2]:-}" "${p[2]}") |")
+    is_behind "${t_lat[0]:-}" "${p[0]}" lower && behind+=("latency $tag batch 1 (avg latency)")
+  elif [[ -f $f.failed ]]; then
+    lat_rows+=("| $tag | $peer_name | 1 | $LAT_INPUT_LEN | $LAT_OUTPUT_LEN | $(failed_note "$f") |||||")
   fi
-  # Online: troupe at every rate, then the peer at the same rates, prompts and seeds.
-  for engine in troupe peer; do
-    has_step serve || break
-    if [[ $engine == troupe ]]; then
-      start_server "$model" "$out/serve_${tag}.log" || continue
-      prefix=serve label=troupe
-    else
-      peer_on serve || break
-      if ! start_peer_server "$model" "$out/peer_serve_${tag}.log"; then
-        serve_rows+=("| $tag | $peer_name | all | | not available: the peer server did not start (peer_serve_${tag}.log) ||||||||||")
-        continue
-      fi
-      prefix=peer_serve label=$peer_name
+  # Offline throughput.
+  for shape in $TP_SHAPES; do
+    in=${shape%:*} o=${shape#*:} t_tp=() p=()
+    f="$out/throughput_${tag}_${in}_${o}.txt"
+    if ok "$f"; then
+      tp_rows+=("| $tag | troupe | $(tp_count troupe "$shape") | $in | $o | $(tp_row "$f") |")
+      read -r -a t_tp <<<"$(tp_figures "$f")"
+    elif [[ -f $f.failed ]]; then
+      tp_rows+=("| $tag | troupe | $(tp_count troupe "$shape") | $in | $o | $(failed_note "$f") |||||")
     fi
-    seed=0
-    for rate in $SERVE_RATES; do
-      n=$SERVE_NUM_PROMPTS
-      if [[ $rate != inf ]]; then
-        cap=$(awk -v r="$rate" -v s="$SERVE_MAX_SECONDS" 'BEGIN { c = int(r * s); print (c < 32 ? 32 : c) }')
-        ((n > cap)) && n=$cap
-      fi
-      # Finite rates: the same load for a shorter time. All at once (inf) is a
-      # burst whose size matters: unscaled.
-      [[ $engine == peer && $rate != inf ]] && n=$(peer_count "$n")
-      name="${prefix}_${tag}_rate${rate}"
-      seed=$((seed + 1))  # other prompts each run: nothing left in the prefix cache helps
-      if bench_serve "$model" "$name" --dataset random --input-len "$SERVE_INPUT_LEN" --output-len "$SERVE_OUTPUT_LEN" \
-        --num-prompts "$n" --request-rate "$rate" --seed "$seed"; then
-        serve_rows+=("| $tag | $label | $rate | $n | $(serve_row "$out/$name.txt") |")
-        serve_cmp "$engine" serve "$tag $rate" "$out/$name.txt"
-      fi
-    done
-    stop_server
+    f="$out/peer_throughput_${tag}_${in}_${o}.txt"
+    if ok "$f"; then
+      tp_rows+=("| $tag | $peer_name | $(tp_count peer "$shape") | $in | $o | $(tp_row "$f") |")
+      read -r -a p <<<"$(tp_figures "$f")"
+      is_behind "${t_tp[2]:-}" "${p[2]:-}" higher && behind+=("offline $tag $in/$o (output tok/s)")
+      cmp_tp_rows+=("| $tag | $(tp_count troupe "$shape") / $(tp_count peer "$shape") | $in | $o | ${t_tp[2]:-} | ${p[2]:-} | $(ratio "${t_tp[2]:-}" "${p[2]:-}") | ${t_tp[1]:-} | ${p[1]:-} | $(ratio "${t_tp[1]:-}" "${p[1]:-}") | ${t_tp[0]:-} | ${p[0]:-} | $(ratio "${t_tp[0]:-}" "${p[0]:-}") |")
+    elif [[ -f $f.failed ]]; then
+      tp_rows+=("| $tag | $peer_name | $(tp_count peer "$shape") | $in | $o | $(failed_note "$f") |||||")
+    fi
   done
-  if has_step prefix; then
-    for caching in on off; do
-      for engine in troupe peer; do
-        name="prefix_${tag}_caching_${caching}"
-        if [[ $engine == troupe ]]; then
-          flag=--enable-prefix-caching
-          [[ $caching == off ]] && flag=--no-enable-prefix-caching
-          start_server "$model" "$out/prefix_${tag}_${caching}.log" "$flag" || continue
-          label=troupe
-        else
-          peer_on prefix || continue
-          peer_flags=()
-          [[ $caching == off ]] && peer_flags=(--no-prefix-caching)
-          if ! start_peer_server "$model" "$out/peer_prefix_${tag}_${caching}.log" "${peer_flags[@]}"; then
-            prefix_rows+=("| $tag | $peer_name | $caching | | | not available: the peer server did not start (peer_prefix_${tag}_${caching}.log) ||||||||||")
-            continue
-          fi
-          name="peer_$name" label=$peer_name
-        fi
-        n=$PREFIX_NUM_PROMPTS
-        if bench_serve "$model" "$name" --dataset prefix --prefix-len "$PREFIX_LEN" --num-prefix-groups "$PREFIX_GROUPS" \
-          --input-len "$PREFIX_SUFFIX_LEN" --output-len "$PREFIX_OUTPUT_LEN" --num-prompts "$n" \
-          --max-concurrency "$PREFIX_CONCURRENCY"; then
-          hit=$(value 'Prefix cache hit rate' "$out/$name.txt")
-          prefix_rows+=("| $tag | $label | $caching | $n | ${hit:-n/a} | $(serve_row "$out/$name.txt") |")
-          serve_cmp "$engine" prefix "$tag $caching" "$out/$name.txt"
-        fi
-        stop_server
-      done
+  # Online.
+  for engine in troupe peer; do
+    prefix=serve label=troupe
+    [[ $engine == peer ]] && prefix=peer_serve label=$peer_name
+    if [[ -f $out/${prefix}_${tag}.nostart ]]; then
+      serve_rows+=("| $tag | $label | all | | not available: the server did not start ($(cat "$out/${prefix}_${tag}.nostart")) ||||||||||")
+      continue
+    fi
+    for rate in $SERVE_RATES; do
+      f="$out/${prefix}_${tag}_rate${rate}.txt"
+      if ok "$f"; then
+        serve_rows+=("| $tag | $label | $rate | $(serve_count "$engine" "$rate") | $(serve_row "$f") |")
+        serve_cmp "$engine" serve "$tag $rate" "$f"
+      elif [[ -f $f.failed ]]; then
+        serve_rows+=("| $tag | $label | $rate | $(serve_count "$engine" "$rate") | $(failed_note "$f") ||||||||||")
+      fi
     done
-  fi
+  done
+  # Prefix caching.
+  for caching in on off; do
+    for engine in troupe peer; do
+      name="prefix_${tag}_caching_${caching}" label=troupe
+      [[ $engine == peer ]] && name="peer_$name" label=$peer_name
+      f="$out/$name.txt"
+      if [[ -f $out/$name.nostart ]]; then
+        prefix_rows+=("| $tag | $label | $caching | | | not available: the server did not start ($(cat "$out/$name.nostart")) ||||||||||")
+      elif ok "$f"; then
+        hit=$(value 'Prefix cache hit rate' "$f")
+        prefix_rows+=("| $tag | $label | $caching | $(prefix_count "$engine") | ${hit:-n/a} | $(serve_row "$f") |")
+        serve_cmp "$engine" prefix "$tag $caching" "$f"
+      elif [[ -f $f.failed ]]; then
+        prefix_rows+=("| $tag | $label | $caching | $(prefix_count "$engine") | | $(failed_note "$f") ||||||||||")
+      fi
+    done
+  done
 done
-
-# --- the summary ------------------------------------------------------------
 # table HEADING HEADER ROWS...: a markdown section, only when there are rows
 # (the rule line has as many columns as the header).
 table() {
@@ -362,18 +484,24 @@ table() {
   printf '\n%s\n\n%s\n%s\n' "$heading" "$head" "$rule"
   printf '%s\n' "$@"
 }
-gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
 {
   echo "# troupe bench matrix"
   echo
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- GPU: ${gpu:-none (nvidia-smi not found)}"
-  echo "- troupe: $TROUPE, commit ${TROUPE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  echo "- date: $started (measuring began)"
+  echo "- GPU: $gpu_info${GPUS:+ (GPUS=\"$GPUS\": the models measured in parallel, one GPU each)}"
+  echo "- troupe: $TROUPE, commit $TROUPE_COMMIT"
   echo "- models: $MODELS (load_format $LOAD_FORMAT, dtype $DTYPE, backend $BACKEND, $ENGINE_ARGS)"
   echo "- peer: $peer_note"
+  [[ -n $NOTE ]] && echo "- note: $NOTE"
+  [[ -f $out/MEASURED ]] || echo "- INCOMPLETE: the measuring stopped before its end; rows not listed did not run"
   [[ $QUICK == 1 ]] && echo "- QUICK=1: prompt counts divided by 10"
-  [[ $PEER_SCALE != 1 && $PEER == 1 ]] && echo "- PEER_SCALE=$PEER_SCALE: at finite request rates the peer gets 1/$PEER_SCALE of troupe's prompts (at least 10): the same load, a shorter run (the prompts columns say how many)"
-  [[ $PEER_TP_NUM_PROMPTS != "$TP_NUM_PROMPTS" && $PEER == 1 ]] && echo "- PEER_TP_NUM_PROMPTS=$PEER_TP_NUM_PROMPTS: the peer's offline runs use $PEER_TP_NUM_PROMPTS prompts against troupe's $TP_NUM_PROMPTS; fewer prompts make smaller batches and a lower throughput for it"
+  if [[ $PEER == 1 ]]; then
+    [[ $PEER_SCALE != 1 ]] && echo "- PEER_SCALE=$PEER_SCALE: at finite request rates the peer gets 1/$PEER_SCALE of troupe's prompts (at least 10): the same load, a shorter run (the prompts columns say how many)"
+    [[ $PEER_INF_NUM_PROMPTS != "$SERVE_NUM_PROMPTS" ]] && echo "- PEER_INF_NUM_PROMPTS=$PEER_INF_NUM_PROMPTS: the peer's all-at-once burst is $PEER_INF_NUM_PROMPTS prompts against troupe's $SERVE_NUM_PROMPTS"
+    [[ $PEER_PREFIX_NUM_PROMPTS != "$PREFIX_NUM_PROMPTS" ]] && echo "- PEER_PREFIX_NUM_PROMPTS=$PEER_PREFIX_NUM_PROMPTS: the peer's prefix-caching runs send $PEER_PREFIX_NUM_PROMPTS prompts against troupe's $PREFIX_NUM_PROMPTS (the same concurrency)"
+    [[ $PEER_LAT_ITERS != "$LAT_ITERS" ]] && echo "- PEER_LAT_ITERS=$PEER_LAT_ITERS: the peer's latency is timed over $PEER_LAT_ITERS iterations against troupe's $LAT_ITERS"
+    [[ $PEER_TP_NUM_PROMPTS != "$TP_NUM_PROMPTS" ]] && echo "- PEER_TP_NUM_PROMPTS=\"$PEER_TP_NUM_PROMPTS\": the peer's offline runs use fewer prompts than troupe's $TP_NUM_PROMPTS (the prompts columns say how many); fewer prompts make smaller batches and a lower throughput for it"
+  fi
   echo "- results: $out (one JSON per run, with every figure and per-request arrays)"
   header="| ok | failed | req/s | output tok/s | mean TTFT ms | p99 TTFT ms | mean TPOT ms | p99 TPOT ms | mean ITL ms | p99 E2EL ms |"
   table "## Latency (bench latency, batch 1)" \
@@ -407,19 +535,19 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
   lt=$(for m in $MODELS; do basename "$m"; done | grep -m1 -i llama)
   if [[ -n $lt ]]; then
     echo
-    echo "## Targets ($lt, troupe)"
+    echo "## Targets ($lt, troupe, on this run's GPU; issue 7 sets them for one H100)"
     echo
     echo "| target | measured | met |"
     echo "| --- | --- | --- |"
     f="$out/throughput_${lt}_1024_128.txt"
-    if [[ -f $f ]]; then
+    if ok "$f"; then
       read -r -a v <<<"$(tp_figures "$f")"
       echo "| offline 1024 in / 128 out: at least 25 requests/s | ${v[0]:-n/a} requests/s | $(awk -v x="${v[0]:-0}" 'BEGIN { print (x >= 25 ? "yes" : "no, by " sprintf("%.1f", 25 - x) " requests/s") }') |"
     else
       echo "| offline 1024 in / 128 out: at least 25 requests/s | not in this run | |"
     fi
     f="$out/serve_${lt}_rate4.txt"
-    if [[ -f $f ]]; then
+    if ok "$f"; then
       ttft=$(value 'Median TTFT' "$f") tpot=$(value 'Median TPOT' "$f")
       echo "| online 512/256 at 4 requests/s: median TTFT at most 40 ms | ${ttft:-n/a} ms | $(awk -v x="${ttft:-1e9}" 'BEGIN { print (x <= 40 ? "yes" : "no, by " sprintf("%.1f", x - 40) " ms") }') |"
       echo "| online 512/256 at 4 requests/s: median TPOT at most 15 ms | ${tpot:-n/a} ms | $(awk -v x="${tpot:-1e9}" 'BEGIN { print (x <= 15 ? "yes" : "no, by " sprintf("%.1f", x - 15) " ms") }') |"
@@ -437,8 +565,10 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
   echo
   echo "## Commands"
   echo
+  echo "Each with its wall time; servers with their logs."
+  echo
   echo '```'
-  printf '%s\n' "${commands[@]}"
+  for model in $MODELS; do cat "$out/commands_$(basename "$model").txt" 2>/dev/null; done
   echo '```'
 } | tee "$out/summary.md"
 

@@ -4,7 +4,8 @@
     python3 scripts/plot_bench.py OUT_DIR
 
 Reads OUT_DIR/serve_<model>_rate<r>.json (written by `troupe bench serve
---json-out`) and writes, per model:
+--json-out`), and the peer's peer_serve_<model>_rate<r>.json where there are
+some (drawn dotted), and writes, per model:
   OUT_DIR/serve_<model>_throughput.png   request and output-token throughput
                                          against the request rate
   OUT_DIR/serve_<model>_latency.png      TTFT and TPOT (mean, p50, p90, p99)
@@ -25,10 +26,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def load_serve_runs(out_dir):
+def load_serve_runs(out_dir, prefix="serve"):
     runs = {}
-    for path in glob.glob(os.path.join(out_dir, "serve_*_rate*.json")):
-        m = re.match(r"serve_(.+)_rate(.+)\.json$", os.path.basename(path))
+    for path in glob.glob(os.path.join(out_dir, f"{prefix}_*_rate*.json")):
+        m = re.match(rf"{prefix}_(.+)_rate(.+)\.json$", os.path.basename(path))
         if not m:
             continue
         with open(path) as f:
@@ -53,16 +54,26 @@ def label_axis(ax, pos):
     ax.grid(True, alpha=0.3)
 
 
-def plot_model(out_dir, model, runs):
-    runs.sort(key=lambda rd: float("inf") if rd[0] == "inf" else float(rd[0]))
-    pos = rate_positions([r for r, _ in runs])
+def by_rate(runs):
+    return sorted(runs, key=lambda rd: float("inf") if rd[0] == "inf" else float(rd[0]))
+
+
+def plot_model(out_dir, model, runs, peer_runs):
+    """peer_runs: the peer's runs of the same model (may be empty), drawn dashed."""
+    runs = by_rate(runs)
+    peer_runs = by_rate(peer_runs)
+    pos = rate_positions(sorted({r for r, _ in runs + peer_runs}, key=lambda r: float(r)))
     xs = [pos[r] for r, _ in runs]
+    pxs = [pos[r] for r, _ in peer_runs]
 
     fig, ax1 = plt.subplots(figsize=(7, 4.5))
-    ax1.plot(xs, [d["output_throughput"] for _, d in runs], "o-", label="output tok/s")
+    ax1.plot(xs, [d["output_throughput"] for _, d in runs], "o-", label="troupe output tok/s")
+    if peer_runs:
+        ax1.plot(pxs, [d["output_throughput"] for _, d in peer_runs], "o:", color="tab:gray",
+                 label="peer output tok/s")
     ax1.set_ylabel("output tokens/s")
     ax2 = ax1.twinx()
-    ax2.plot(xs, [d["request_throughput"] for _, d in runs], "s--", color="tab:orange", label="req/s")
+    ax2.plot(xs, [d["request_throughput"] for _, d in runs], "s--", color="tab:orange", label="troupe req/s")
     ax2.set_ylabel("requests/s")
     label_axis(ax1, pos)
     ax1.set_title(f"{model}: throughput against request rate")
@@ -76,7 +87,13 @@ def plot_model(out_dir, model, runs):
         for stat, prefix in (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99")):
             key = f"{prefix}_{metric}_ms"
             if all(key in d for _, d in runs):
-                ax.plot(xs, [d[key] for _, d in runs], "o-", label=stat)
+                ax.plot(xs, [d[key] for _, d in runs], "o-", label=f"troupe {stat}")
+        for stat, prefix in (("peer p50", "median"), ("peer p99", "p99")):
+            key = f"{prefix}_{metric}_ms"
+            if peer_runs and all(key in d for _, d in peer_runs):
+                ax.plot(pxs, [d[key] for _, d in peer_runs], "x:", label=stat)
+        if peer_runs:
+            ax.set_yscale("log")  # the peer is an order of magnitude slower
         ax.set_ylabel(f"{name} (ms)")
         ax.set_title(f"{model}: {name}")
         label_axis(ax, pos)
@@ -117,8 +134,9 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: scripts/plot_bench.py OUT_DIR")
     out_dir = sys.argv[1]
+    peer = load_serve_runs(out_dir, "peer_serve")
     for model, runs in load_serve_runs(out_dir).items():
-        plot_model(out_dir, model, runs)
+        plot_model(out_dir, model, runs, peer.get(model, []))
     plot_prefix(out_dir)
     print(f"plot_bench: PNGs written to {out_dir}", file=sys.stderr)
 
