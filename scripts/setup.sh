@@ -10,6 +10,8 @@ packages=(
   libcaf-dev libboost-dev libsimdjson-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libpcre2-dev libutf8proc-dev
+  # benchmarks/bench_matrix.sh (and its CTest) polls the servers' /health.
+  curl
   # The fuzz target (tests/fuzz): clang++ and its libFuzzer/sanitizer runtimes
   # (only recommended by clang, and recommends are not installed here).
   clang libclang-rt-14-dev
