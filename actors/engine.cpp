@@ -162,6 +162,12 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
       log->info("captured {} CUDA graphs for decode batches of {}..{} sequences in {:.2f} s", n,
                 runner->graph_sizes().front(), runner->graph_sizes().back(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_start).count());
+      // The summary at info, each shape's timings at debug.
+      if (const std::string tuned = runner->tuning_report(); !tuned.empty()) {
+        const size_t eol = tuned.find('\n');
+        log->info("{}", tuned.substr(0, eol));
+        if (eol != std::string::npos) log->debug("{}", tuned.substr(eol + 1));
+      }
     }
   }
   return runner;

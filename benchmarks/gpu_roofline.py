@@ -61,14 +61,24 @@ def model_bytes_and_flops(model_dir):
                 kv_bytes_per_token=kv_bytes_per_token, layers=layers, heads=heads, d=d)
 
 
-def bench_latency(model, out, name, batch, input_len, output_len, iters, warmup, extra):
+def bench_latency(model, out, name, batch, input_len, output_len, iters, warmup, extra,
+                  env_extra=None, log_level="warn"):
     cmd = [os.path.join(BIN, "troupe"), "bench", "latency", "--model", model, "--load-format",
            "dummy", "--backend", "cuda", "--dtype", "bfloat16", "--batch-size", str(batch),
            "--input-len", str(input_len), "--output-len", str(output_len), "--num-iters",
            str(iters), "--num-iters-warmup", str(warmup), "--json-out",
-           os.path.join(out, name + ".json"), "--log-level", "warn"] + extra
-    run(cmd, os.path.join(out, name + ".log"))
+           os.path.join(out, name + ".json"), "--log-level", log_level] + extra
+    env = dict(os.environ, **(env_extra or {}))
+    run(cmd, os.path.join(out, name + ".log"), env=env)
     return json.load(open(os.path.join(out, name + ".json")))
+
+
+def gemm_tuning(log):
+    """The start-up log's decode GEMM tuning summary line (empty if none)."""
+    for line in open(log):
+        if "decode GEMM tuning:" in line:
+            return line.split("decode GEMM tuning:", 1)[1].strip()
+    return ""
 
 
 def generate_idle(model, out, batch, async_on):
@@ -132,12 +142,22 @@ def main():
                         att)
 
     rows = []
-    b1 = bench_latency(a.model, a.out, "latency-b1", 1, 128, 128, *it, [])
+    # Batch 1 with the decode GEMM tuning (the log at debug has each
+    # shape's timings), then with cuBLAS alone for comparison.
+    b1 = bench_latency(a.model, a.out, "latency-b1", 1, 128, 128, *it, [], log_level="debug")
     ms1 = b1["avg_decode_ms_per_output_token"]
     bound1 = m["weight_bytes"] / (copy_gbps * 1e6)
-    rows.append(("batch-1 decode (128 in / 128 out)", f"{ms1:.2f} ms per token = {1000 / ms1:.0f} tokens/s",
+    tuned = gemm_tuning(os.path.join(a.out, "latency-b1.log"))
+    rows.append(("batch-1 decode (128 in / 128 out)", f"{ms1:.2f} ms per token = {1000 / ms1:.0f} tokens/s"
+                 + (f" (GEMM tuning: {tuned})" if tuned else ""),
                  f"weights {m['weight_bytes'] / 1e9:.2f} GB / {copy_gbps:.0f} GB/s = {bound1:.2f} ms",
                  f"{100 * bound1 / ms1:.0f}%", "90%"))
+    b1c = bench_latency(a.model, a.out, "latency-b1-cublas", 1, 128, 128, *it, [],
+                        env_extra={"TROUPE_GEMV": "off"})
+    ms1c = b1c["avg_decode_ms_per_output_token"]
+    rows.append(("batch-1 decode, cuBLAS only (TROUPE_GEMV=off)",
+                 f"{ms1c:.2f} ms per token = {1000 / ms1c:.0f} tokens/s", "the same",
+                 f"{100 * bound1 / ms1c:.0f}%", ""))
 
     b64 = bench_latency(a.model, a.out, "latency-b64-1k", 64, 1024, 128, *it,
                         ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"])

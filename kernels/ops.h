@@ -143,6 +143,13 @@ class ops {
   virtual void begin_capture() {}
   virtual void end_capture(int64_t /*id*/) {}
   virtual void launch_graph(int64_t /*id*/) {}
+  // While on, the backend may time its alternatives for each product shape
+  // it sees (cuda: its decode GEMV variants against cuBLAS) and keep the
+  // fastest; the runner turns it on for the eager warm-up run before each
+  // graph capture only, so serving never stops to tune.
+  virtual void allow_tuning(bool /*on*/) {}
+  // What tuning chose, for the start-up log (empty: nothing tuned).
+  virtual std::string tuning_report() const { return {}; }
 
   // Steps, numbered by the caller 0, 1, 2, ...: at most two launched and
   // not yet ended (async scheduling launches step k + 1 before it ends step

@@ -360,12 +360,15 @@ int64_t model_runner::capture_graphs() {
   graphs_replay_ = ops_->supports_graphs();
   if (graphs_replay_) {
     // Largest first; each is run once eagerly (kernel loading, cuBLAS
-    // heuristics) and then captured.
+    // heuristics, the backend's timing of its product kernels for this
+    // batch size) and then captured.
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
       host_batch batch;
       pad_for_graph(batch, *it);
       const forward_inputs in = upload(batch);
+      ops_->allow_tuning(true);
       model_->forward(in, kv_cache_);
+      ops_->allow_tuning(false);
       ops_->begin_capture();
       model_->forward(in, kv_cache_);
       ops_->end_capture(*it);

@@ -72,6 +72,7 @@ class model_runner {
   // check the padding on the CPU).
   int64_t capture_graphs();
   const std::vector<int64_t>& graph_sizes() const { return graph_sizes_; }
+  std::string tuning_report() const { return ops_->tuning_report(); }
 
   size_t num_requests() const { return requests_.size(); }
 

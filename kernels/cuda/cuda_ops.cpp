@@ -4,11 +4,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/check.h"
@@ -16,6 +19,7 @@
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/cache/cache.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/rope/rope.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -64,6 +68,26 @@ struct cuda_ops::impl {
   cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
   std::map<int64_t, cudaGraphExec_t> graphs;
+  // Decode products (gemm_choice): TROUPE_GEMV=auto (default: each shape
+  // of up to gemv_max_rows rows timed at warm-up, GEMV variants against
+  // cuBLAS), off (cuBLAS only) or v0..v3 (that variant wherever it runs).
+  static constexpr int gemv_off = -2, gemv_auto = -1;
+  int gemv_mode = [] {
+    const char* v = std::getenv("TROUPE_GEMV");
+    if (v == nullptr || std::strcmp(v, "auto") == 0 || *v == '\0') return gemv_auto;
+    if (std::strcmp(v, "off") == 0) return gemv_off;
+    if (v[0] == 'v' && v[1] >= '0' && v[1] < '0' + cuda::gemv_num_variants() && v[2] == '\0') return v[1] - '0';
+    std::fprintf(stderr, "troupe: TROUPE_GEMV='%s' ignored (expected auto, off or v0..v%d)\n", v,
+                 cuda::gemv_num_variants() - 1);
+    return gemv_auto;
+  }();
+  bool tuning_allowed = false;
+  // (rows, n, k, weight type, output type) -> -1 cuBLAS, else a GEMV variant.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, int> gemm_choices;
+  std::vector<std::string> tuning_lines;  // one per tuned shape
+  double tuning_ms = 0;
+  void* flush_buffer = nullptr;  // overwritten between timed calls (cold L2)
+  size_t flush_bytes = 0;
   // Timeline events per step slot (step % slots: a step, the one before it
   // and the one after can be alive at once): the step's first launch, and
   // its last result (recorded by each download / device sampling; the last
@@ -447,6 +471,7 @@ cuda_ops::~cuda_ops() {
     cudaFree(g->ptr);
   }
   cudaFree(impl_->blas_workspace);
+  cudaFree(impl_->flush_buffer);
   cudaFree(impl_->attention_workspace);
   for (void* p : impl_->device_buffers) cudaFree(p);
   for (void* p : impl_->host_buffers) cudaFreeHost(p);
@@ -591,7 +616,173 @@ void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, cons
   }
 }
 
+void cuda_ops::allow_tuning(bool on) {
+  impl& m = *impl_;
+  m.tuning_allowed = on;
+  if (!on && m.flush_buffer != nullptr) {
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    TROUPE_CUDA_CHECK(cudaFree(m.flush_buffer));
+    m.flush_buffer = nullptr;
+  }
+}
+
+std::string cuda_ops::tuning_report() const {
+  const impl& m = *impl_;
+  if (m.tuning_lines.empty()) return {};
+  int gemv = 0;
+  for (const auto& [key, choice] : m.gemm_choices) gemv += choice >= 0 ? 1 : 0;
+  std::string r = "decode GEMM tuning: " + std::to_string(m.gemm_choices.size()) +
+                  " shapes timed in " + std::to_string(static_cast<int>(m.tuning_ms)) +
+                  " ms, GEMV kept for " + std::to_string(gemv) + ", cuBLAS for " +
+                  std::to_string(m.gemm_choices.size() - gemv);
+  for (const std::string& line : m.tuning_lines) r += "\n  " + line;
+  return r;
+}
+
+namespace {
+
+// Microseconds per call of `run` on `stream` from a cold L2 (a decode
+// step's weights stream from memory; back-to-back calls would find them
+// cached): the mean of 3 calls, each after `flush`, after one untimed call.
+template <class F, class G>
+double time_cold_us(cudaStream_t stream, F&& run, G&& flush) {
+  cudaEvent_t a, b;
+  TROUPE_CUDA_CHECK(cudaEventCreate(&a));
+  TROUPE_CUDA_CHECK(cudaEventCreate(&b));
+  run();
+  double total = 0;
+  for (int i = 0; i < 3; ++i) {
+    flush();
+    TROUPE_CUDA_CHECK(cudaEventRecord(a, stream));
+    run();
+    TROUPE_CUDA_CHECK(cudaEventRecord(b, stream));
+    TROUPE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    total += ms;
+  }
+  TROUPE_CUDA_CHECK(cudaEventDestroy(a));
+  TROUPE_CUDA_CHECK(cudaEventDestroy(b));
+  return total / 3 * 1000;
+}
+
+}  // namespace
+
+int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
+  impl& m = *impl_;
+  if (m.gemv_mode == impl::gemv_off || w.type == dtype::f32 ||
+      (out.type != w.type && out.type != dtype::f32) ||
+      !cuda::gemv_supported(element_of(w.type), x.rows, x.cols, x.data, w.data)) {
+    return -1;
+  }
+  if (m.gemv_mode >= 0) return m.gemv_mode;
+  const auto key = std::make_tuple(x.rows, w.rows, w.cols, static_cast<int>(w.type),
+                                   static_cast<int>(out.type));
+  if (auto it = m.gemm_choices.find(key); it != m.gemm_choices.end()) return it->second;
+  if (!m.tuning_allowed) return -1;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TROUPE_CUDA_CHECK(cudaStreamIsCapturing(m.stream, &status));
+  if (status != cudaStreamCaptureStatusNone) return -1;
+
+  const auto start = std::chrono::steady_clock::now();
+  if (m.flush_buffer == nullptr) {
+    // Twice the L2; without the memory, timed warm (the choice may then
+    // favour cuBLAS less reliably, never wrongly for correctness).
+    int l2 = 0;
+    TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, m.device));
+    m.flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), size_t{16} << 20);
+    if (cudaMalloc(&m.flush_buffer, m.flush_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      m.flush_buffer = nullptr;
+      m.flush_bytes = 0;
+    }
+  }
+  int round = 0;
+  auto flush = [&] {
+    if (m.flush_buffer != nullptr) {
+      TROUPE_CUDA_CHECK(cudaMemsetAsync(m.flush_buffer, ++round & 0xff, m.flush_bytes, m.stream));
+    }
+  };
+  // The product's rows as float32 (no step bookkeeping, unlike download()).
+  const size_t count = static_cast<size_t>(x.rows * w.rows);
+  auto read_out = [&] {
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    std::vector<float> v(count);
+    if (out.type == dtype::f32) {
+      TROUPE_CUDA_CHECK(cudaMemcpy(v.data(), out.data, count * 4, cudaMemcpyDeviceToHost));
+      return v;
+    }
+    std::vector<uint16_t> bits(count);
+    TROUPE_CUDA_CHECK(cudaMemcpy(bits.data(), out.data, count * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) {
+      v[i] = out.type == dtype::bf16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+    }
+    return v;
+  };
+  const double blas_us = time_cold_us(m.stream, [&] { gemm_cublas(x, w, out); }, flush);
+  const std::vector<float> want = read_out();
+  int best = -1;
+  double best_us = blas_us;
+  std::string timings;
+  for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
+    const double us = time_cold_us(
+        m.stream,
+        [&] {
+          cuda::gemv(element_of(w.type), out.type == dtype::f32, v, x.data, x.rows, w.data,
+                     w.rows, w.cols, out.data, m.stream);
+        },
+        flush);
+    // The same product as cuBLAS's, or the variant is never used: relative
+    // L2 difference under 1% (both accumulate in float32 and round once;
+    // a wrong kernel is off by order 1), no NaN where cuBLAS has none.
+    const std::vector<float> got = read_out();
+    double diff = 0, norm = 0;
+    bool finite = true;
+    for (size_t i = 0; i < count; ++i) {
+      if (std::isfinite(want[i]) && !std::isfinite(got[i])) finite = false;
+      if (!std::isfinite(want[i])) continue;
+      diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+      norm += double(want[i]) * want[i];
+    }
+    const bool agrees = finite && diff <= 1e-4 * norm;
+    char buf[80];
+    std::snprintf(buf, sizeof buf, ", %s %.1f%s", cuda::gemv_variant_name(v), us,
+                  agrees ? "" : " (differs from cuBLAS: not used)");
+    timings += buf;
+    if (!agrees) {
+      std::fprintf(stderr, "troupe: %s differs from cuBLAS on a %lldx%lld -> %lld product; not used\n",
+                   cuda::gemv_variant_name(v), static_cast<long long>(x.rows),
+                   static_cast<long long>(w.cols), static_cast<long long>(w.rows));
+      continue;
+    }
+    // A GEMV must beat cuBLAS by 2% (not by timing noise).
+    if (us < 0.98 * blas_us && us < best_us) {
+      best = v;
+      best_us = us;
+    }
+  }
+  char head[160];
+  std::snprintf(head, sizeof head, "%lldx%lld -> %lld%s: %s (us: cuBLAS %.1f",
+                static_cast<long long>(x.rows), static_cast<long long>(w.cols),
+                static_cast<long long>(w.rows), out.type == dtype::f32 ? " (float32 out)" : "",
+                best < 0 ? "cuBLAS" : cuda::gemv_variant_name(best), blas_us);
+  m.tuning_lines.push_back(std::string(head) + timings + ")");
+  m.tuning_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  m.gemm_choices.emplace(key, best);  // gemm() computes the product with it next
+  return best;
+}
+
 void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
+  const int choice = gemm_choice(x, w, out);
+  if (choice >= 0) {
+    cuda::gemv(element_of(w.type), out.type == dtype::f32, choice, x.data, x.rows, w.data, w.rows,
+               w.cols, out.data, impl_->stream);
+    return;
+  }
+  gemm_cublas(x, w, out);
+}
+
+void cuda_ops::gemm_cublas(const tensor& x, const tensor& w, const tensor& out) {
   // Row-major out[M, N] = x[M, K] w[N, K]^T is column-major out^T = w x^T.
   // Pedantic math for float32 weights (strict float32, no TF32) and for
   // float32 outputs (logits: in the default mode cuBLAS picks a kernel 2.5x

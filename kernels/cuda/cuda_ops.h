@@ -71,6 +71,8 @@ class cuda_ops final : public ops {
   void begin_capture() override;
   void end_capture(int64_t id) override;
   void launch_graph(int64_t id) override;
+  void allow_tuning(bool on) override;
+  std::string tuning_report() const override;
   void step_begin(int64_t step) override;
   void step_launched(int64_t step) override;
   void step_end(int64_t step) override;
@@ -87,7 +89,13 @@ class cuda_ops final : public ops {
   struct impl;  // defined in cuda_ops.cpp (named by its helpers there)
 
  private:
-  void gemm(const tensor& x, const tensor& w, const tensor& out);  // cuBLAS
+  // A product: the tuned choice for its shape (decode GEMV or cuBLAS),
+  // cuBLAS when untuned.
+  void gemm(const tensor& x, const tensor& w, const tensor& out);
+  void gemm_cublas(const tensor& x, const tensor& w, const tensor& out);
+  // The choice for this shape, tuned now when tuning is allowed and the
+  // shape is new: -1 cuBLAS, else a GEMV variant.
+  int gemm_choice(const tensor& x, const tensor& w, const tensor& out);
   std::unique_ptr<impl> impl_;
 };
 

@@ -1,0 +1,33 @@
+// Skinny products for decode: out[m, n] = sum_k x[m, k] w[n, k] for a few
+// rows m (batch 1-8), bf16 or f16 x and w (row-major, K contiguous),
+// float32 accumulation, output in the weights' type or float32. Memory
+// bound: every weight is read once, with 16-byte streaming loads, and
+// used for all m rows. Several variants (rows per warp, loads in flight);
+// cuda_ops times them against cuBLAS per shape at start-up and keeps the
+// fastest (docs/gpu.md, "Decode GEMV").
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace troupe::cuda {
+
+constexpr int gemv_max_rows = 8;
+
+// Variants 0 .. gemv_num_variants() - 1.
+int gemv_num_variants();
+const char* gemv_variant_name(int variant);
+
+// Whether gemv() can run this product: bf16/f16, 1 <= m <= gemv_max_rows,
+// k a multiple of 8, x and w 16-byte aligned.
+bool gemv_supported(element_type t, int64_t m, int64_t k, const void* x, const void* w);
+
+// out row i starts at out + i * n (elements of the output type: t, or
+// float32 when out_f32). REQUIRES: gemv_supported(t, m, k, x, w).
+void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, const void* w,
+          int64_t n, int64_t k, void* out, cudaStream_t stream);
+
+}  // namespace troupe::cuda

@@ -1,0 +1,195 @@
+// The decode GEMV (kernels/cuda/gemm/gemv.cu) against a double-precision
+// reference on the same rounded inputs: every variant, 1-8 rows, bf16 and
+// f16, outputs in the input type and in float32, widths that are not
+// multiples of a warp's stride and row counts that leave a warp partly
+// empty; and cuda_ops' choice between it and cuBLAS (tuning at warm-up,
+// TROUPE_GEMV). Skipped where no CUDA device is visible (the build
+// machines); run on the GPU host by scripts/gpu-check.sh.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/gemm/gemv.h"
+
+namespace troupe {
+namespace {
+
+struct problem {
+  int64_t m, n, k;
+  std::vector<float> x, w;    // as rounded to the device type
+  std::vector<double> want;   // [m, n]
+  std::vector<double> scale;  // sum |x w| per output, for the tolerance
+};
+
+class cuda_gemv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    unsetenv("TROUPE_GEMV");
+    ops_ = std::make_unique<cuda_ops>(0, 64);
+  }
+  // Uploads random x [m, k] and w [n, k] of `type`; reads them back rounded
+  // and computes the reference.
+  problem make(dtype type, int64_t m, int64_t n, int64_t k, uint32_t seed, tensor& x, tensor& w) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    problem p{m, n, k, std::vector<float>(m * k), std::vector<float>(n * k), {}, {}};
+    for (float& v : p.x) v = d(rng);
+    for (float& v : p.w) v = d(rng) * 0.1f;
+    x = ops_->alloc(type, m, k);
+    w = ops_->alloc(type, n, k);
+    ops_->upload(p.x.data(), x);
+    ops_->upload(p.w.data(), w);
+    ops_->download(x, p.x.data());
+    ops_->download(w, p.w.data());
+    p.want.assign(m * n, 0.0);
+    p.scale.assign(m * n, 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t e = 0; e < k; ++e) {
+          const double prod = double(p.x[i * k + e]) * p.w[j * k + e];
+          p.want[i * n + j] += prod;
+          p.scale[i * n + j] += std::fabs(prod);
+        }
+    ops_->synchronize();  // gemv() below runs on the default stream
+    return p;
+  }
+  // out [m, n] of out_type against p; `what` names the case.
+  void check(const problem& p, const tensor& out, dtype in_type, const std::string& what) {
+    std::vector<float> got(out.rows * out.cols);
+    ops_->synchronize();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    ops_->download(out, got.data());
+    // Rounding of the result to the output type, plus float32 accumulation
+    // in another order than the reference's.
+    const double round = out.type == dtype::f32 ? 0 : in_type == dtype::bf16 ? 1.0 / 256 : 1.0 / 2048;
+    for (int64_t i = 0; i < p.m * p.n; ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " not written";
+      ASSERT_NEAR(got[i], p.want[i], round * std::fabs(p.want[i]) + 2e-6 * p.scale[i] + 1e-7)
+          << what << ": output " << i;
+    }
+    // Rows past m are left alone (the output tensor has a spare row).
+    for (int64_t i = p.m * p.n; i < static_cast<int64_t>(got.size()); ++i) {
+      ASSERT_TRUE(std::isnan(got[i])) << what << ": wrote past the last row";
+    }
+  }
+  tensor poisoned(dtype type, int64_t rows, int64_t cols) {
+    tensor t = ops_->alloc(type, rows, cols);
+    const std::vector<float> nan(rows * cols, std::numeric_limits<float>::quiet_NaN());
+    ops_->upload(nan.data(), t);
+    ops_->synchronize();
+    return t;
+  }
+  std::unique_ptr<cuda_ops> ops_;
+};
+
+cuda::element_type element_of(dtype t) {
+  return t == dtype::bf16 ? cuda::element_type::bf16 : cuda::element_type::f16;
+}
+
+TEST_F(cuda_gemv, every_variant_matches_the_reference) {
+  struct shape {
+    int64_t n, k;
+  };
+  // k: one 16-byte load a lane and less than one warp stride (8, 24), not a
+  // multiple of the stride (264, 1000, 4104); n: a single row, odd counts
+  // (a two-row warp half empty), more rows than one block.
+  const shape shapes[] = {{1, 8}, {5, 24}, {33, 264}, {67, 1000}, {130, 4104}};
+  uint32_t seed = 1;
+  for (dtype type : {dtype::bf16, dtype::f16}) {
+    for (const shape& s : shapes) {
+      for (int64_t m = 1; m <= cuda::gemv_max_rows; ++m) {
+        tensor x, w;
+        const problem p = make(type, m, s.n, s.k, seed++, x, w);
+        ASSERT_TRUE(cuda::gemv_supported(element_of(type), m, s.k, x.data, w.data));
+        for (bool out_f32 : {false, true}) {
+          for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
+            const tensor out = poisoned(out_f32 ? dtype::f32 : type, m + 1, s.n);
+            cuda::gemv(element_of(type), out_f32, v, x.data, m, w.data, s.n, s.k, out.data, nullptr);
+            check(p, out, type,
+                  std::string(type == dtype::bf16 ? "bf16" : "f16") + (out_f32 ? " -> f32 " : " ") +
+                      cuda::gemv_variant_name(v) + " m=" + std::to_string(m) + " n=" +
+                      std::to_string(s.n) + " k=" + std::to_string(s.k));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(cuda_gemv, supported_only_where_it_can_run) {
+  tensor x = ops_->alloc(dtype::bf16, 9, 64), w = ops_->alloc(dtype::bf16, 4, 64);
+  EXPECT_TRUE(cuda::gemv_supported(cuda::element_type::bf16, 8, 64, x.data, w.data));
+  EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::bf16, 9, 64, x.data, w.data));
+  EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::bf16, 0, 64, x.data, w.data));
+  EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::bf16, 1, 60, x.data, w.data));
+  EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::f32, 1, 64, x.data, w.data));
+  const char* misaligned = static_cast<const char*>(x.data) + 2;
+  EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::bf16, 1, 64, misaligned, w.data));
+}
+
+// cuda_ops::linear: shapes of up to 8 rows are timed at warm-up (GEMV
+// variants against cuBLAS) and then run with the choice; larger ones and
+// untuned ones with cuBLAS. Every path matches the reference, and a tuned
+// product is the same bit for bit on every later call.
+TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
+  const int64_t n = 300, k = 512;
+  const std::vector<int64_t> rows = {1, 2, 4, 8, 16};
+  for (int64_t m : rows) {
+    tensor x, w;
+    const problem p = make(dtype::bf16, m, n, k, 100 + m, x, w);
+    const tensor out = poisoned(dtype::bf16, m + 1, n);
+    ops_->allow_tuning(true);
+    ops_->linear(x, w, nullptr, out);
+    ops_->allow_tuning(false);
+    check(p, out, dtype::bf16, "tuned linear m=" + std::to_string(m));
+    std::vector<float> first(out.rows * out.cols), again(first.size());
+    ops_->download(out, first.data());
+    const tensor out2 = poisoned(dtype::bf16, m + 1, n);
+    ops_->linear(x, w, nullptr, out2);
+    ops_->download(out2, again.data());
+    for (size_t i = 0; i < static_cast<size_t>(m * n); ++i) {
+      ASSERT_EQ(first[i], again[i]) << "m=" << m << ": the tuned choice changed between calls";
+    }
+    // float32 logits from bf16 (the lm_head's product).
+    const tensor logits = poisoned(dtype::f32, m + 1, n);
+    ops_->allow_tuning(true);
+    ops_->linear(x, w, nullptr, logits);
+    ops_->allow_tuning(false);
+    check(p, logits, dtype::bf16, "tuned linear to float32, m=" + std::to_string(m));
+  }
+  const std::string report = ops_->tuning_report();
+  // Four row counts up to 8, each with a bf16 and a float32 output: 8 shapes.
+  EXPECT_NE(report.find("decode GEMM tuning: 8 shapes timed"), std::string::npos) << report;
+  EXPECT_EQ(report.find("16x512"), std::string::npos) << "16 rows tuned:\n" << report;
+}
+
+TEST_F(cuda_gemv, troupe_gemv_forces_a_variant_or_turns_it_off) {
+  for (const char* mode : {"v2", "off"}) {
+    setenv("TROUPE_GEMV", mode, 1);
+    auto ops = std::make_unique<cuda_ops>(0, 64);
+    ops_.swap(ops);
+    tensor x, w;
+    const problem p = make(dtype::f16, 3, 70, 136, 7, x, w);
+    const tensor out = poisoned(dtype::f16, 4, 70);
+    ops_->allow_tuning(true);
+    ops_->linear(x, w, nullptr, out);
+    ops_->allow_tuning(false);
+    check(p, out, dtype::f16, std::string("TROUPE_GEMV=") + mode);
+    EXPECT_EQ(ops_->tuning_report(), "") << "TROUPE_GEMV=" << mode << " still tuned";
+    ops_.swap(ops);
+  }
+  unsetenv("TROUPE_GEMV");
+}
+
+}  // namespace
+}  // namespace troupe
