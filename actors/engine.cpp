@@ -75,6 +75,9 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   // Decode attention's split-KV partials: reserved before any forward pass.
   backend->reserve_attention_workspace(limits.max_num_seqs, model.num_attention_heads,
                                        model.head_dim);
+  // The sampler's buffers at their steady-state sizes, so that growing one
+  // (which waits for the stream) never happens in the middle of serving.
+  backend->reserve_sampling(model_runner::logits_chunk_rows, limits.max_num_seqs, model.vocab_size);
   return std::unique_ptr<ops>(std::move(backend));
 #else
   (void)limits;

@@ -12,7 +12,6 @@ namespace troupe {
 
 namespace {
 
-constexpr int64_t logits_chunk_rows = 64;  // logits computed this many rows at a time
 constexpr int64_t max_graph_batch = 512;    // the largest decode batch captured
 
 // The sampler's view of a request's parameters (seed, step and token

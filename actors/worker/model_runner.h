@@ -40,6 +40,8 @@ class model_runner {
   // Bytes of backend memory the constructor allocates besides the KV cache
   // (index arrays and the logits chunk): the memory plan reserves them.
   static int64_t buffer_bytes(const runner_limits& limits, int64_t vocab_size);
+  // Logits are computed (and sampled) this many rows at a time.
+  static constexpr int64_t logits_chunk_rows = 64;
 
   // One step in lockstep: launch(plan), then finish().
   step_output execute(const step_plan& plan);

@@ -202,6 +202,45 @@ struct cuda_ops::impl {
   }
 
   void* ensure(growable& g, size_t bytes) { return ensure_keeping(g, bytes, 0); }
+
+  // A step's host-to-device inputs go through pinned staging, one buffer
+  // per step slot, so that cudaMemcpyAsync never has to wait for the stream
+  // to stage pageable memory (CUDA allows it to). A slot is reused three
+  // steps later, when the step that last wrote it has ended (at most two
+  // are launched and not ended). Outside steps (warm-up, graph capture):
+  // plain copies from pageable memory.
+  struct staging {
+    pinned buf;
+    int64_t step = -1;
+    size_t used = 0;
+  };
+  staging stage[slots];
+  std::vector<void*> retired_pinned;  // outgrown staging buffers, freed with the object
+  void upload_bytes(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    if (active_steps == 0 || current_step < 0) {
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+      return;
+    }
+    staging& s = stage[current_step % slots];
+    if (s.step != current_step) {
+      s.step = current_step;
+      s.used = 0;
+    }
+    size_t offset = (s.used + 15) & ~size_t{15};
+    if (offset + bytes > s.buf.bytes) {
+      // This step's earlier copies may still read the old buffer: keep it.
+      if (s.buf.ptr != nullptr) retired_pinned.push_back(s.buf.ptr);
+      const size_t grown = std::max({offset + bytes, s.buf.bytes * 2, size_t{1} << 20});
+      TROUPE_CUDA_CHECK(cudaMallocHost(&s.buf.ptr, grown));
+      s.buf.bytes = grown;
+      offset = 0;
+    }
+    char* staged = static_cast<char*>(s.buf.ptr) + offset;
+    std::memcpy(staged, src, bytes);
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
+    s.used = offset + bytes;
+  }
 };
 
 namespace {
@@ -398,13 +437,8 @@ bool cuda_ops::sample_async(const tensor& logits, const std::vector<sample_job>&
   auto* results = static_cast<cuda::sample_output*>(
       m.ensure_pinned(slot, static_cast<size_t>(first + n) * sizeof(cuda::sample_output),
                       static_cast<size_t>(first) * sizeof(cuda::sample_output)));
-  // Pageable sources: the runtime stages them before returning.
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dparams, m.host_params.data(), params_bytes,
-                                    cudaMemcpyHostToDevice, m.stream));
-  if (!m.host_ids.empty()) {
-    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dids, m.host_ids.data(), m.host_ids.size() * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, m.stream));
-  }
+  m.upload_bytes(dparams, m.host_params.data(), params_bytes);
+  m.upload_bytes(dids, m.host_ids.data(), m.host_ids.size() * sizeof(int32_t));
   cuda::sample(logits.f32(), logits.cols, static_cast<const cuda::sample_params*>(dparams),
                static_cast<const int32_t*>(dids), n, scratch, tokens + first,
                static_cast<cuda::sample_output*>(douts), m.stream);
@@ -438,9 +472,7 @@ void cuda_ops::gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* 
   m.host_gather.assign(rows, rows + n);
   m.host_gather.insert(m.host_gather.end(), src, src + n);
   auto* index = static_cast<int32_t*>(m.ensure(m.gather_index, m.host_gather.size() * sizeof(int32_t)));
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(index, m.host_gather.data(),
-                                    m.host_gather.size() * sizeof(int32_t),
-                                    cudaMemcpyHostToDevice, m.stream));
+  m.upload_bytes(index, m.host_gather.data(), m.host_gather.size() * sizeof(int32_t));
   TROUPE_CHECK(m.sampled_tokens.ptr != nullptr);
   cuda::gather_tokens(dst, index, index + n, static_cast<const int32_t*>(m.sampled_tokens.ptr), n,
                       m.stream);
@@ -470,6 +502,8 @@ cuda_ops::~cuda_ops() {
                   &impl_->sample_scratch, &impl_->sampled_tokens, &impl_->gather_index}) {
     cudaFree(g->ptr);
   }
+  for (auto& s : impl_->stage) cudaFreeHost(s.buf.ptr);
+  for (void* p : impl_->retired_pinned) cudaFreeHost(p);
   cudaFree(impl_->blas_workspace);
   cudaFree(impl_->flush_buffer);
   cudaFree(impl_->attention_workspace);
@@ -477,6 +511,18 @@ cuda_ops::~cuda_ops() {
   for (void* p : impl_->host_buffers) cudaFreeHost(p);
   cublasDestroy(impl_->blas);
   cudaStreamDestroy(impl_->stream);
+}
+
+void cuda_ops::reserve_sampling(int64_t rows_per_call, int64_t rows_per_step, int64_t vocab) {
+  impl& m = *impl_;
+  const auto call = static_cast<size_t>(rows_per_call), step = static_cast<size_t>(rows_per_step);
+  m.ensure(m.sample_params, call * sizeof(cuda::sample_params));
+  m.ensure(m.sample_ids, size_t{1} << 20);  // penalty ids: 256k tokens before growing
+  m.ensure(m.sample_outputs, call * sizeof(cuda::sample_output));
+  m.ensure(m.sample_scratch, cuda::sample_scratch_bytes(rows_per_call, vocab));
+  m.ensure(m.sampled_tokens, step * sizeof(int32_t));
+  m.ensure(m.gather_index, 2 * step * sizeof(int32_t));
+  for (impl::pinned& p : m.results) m.ensure_pinned(p, step * sizeof(cuda::sample_output), 0);
 }
 
 void cuda_ops::reserve_attention_workspace(int64_t max_num_seqs, int64_t num_heads,
@@ -537,8 +583,7 @@ void cuda_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float of
 void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
   op_scope scope(*impl_, "upload_ints");
   if (n == 0) return;
-  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, host, static_cast<size_t>(n) * 4,
-                                    cudaMemcpyHostToDevice, impl_->stream));
+  impl_->upload_bytes(dst, host, static_cast<size_t>(n) * 4);
 }
 
 void cuda_ops::download(const tensor& src, float* host) {

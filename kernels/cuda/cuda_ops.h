@@ -24,6 +24,12 @@ class cuda_ops final : public ops {
   // later frees the old buffer after a device synchronisation). Without it,
   // decodes run unsplit: correct, slower for small batches.
   void reserve_attention_workspace(int64_t max_num_seqs, int64_t num_heads, int64_t head_dim);
+  // Sizes device sampling's buffers for up to rows_per_call rows a
+  // sample_async call and rows_per_step rows a step (and the gather of as
+  // many sampled tokens), so that they need not grow, which waits for the
+  // stream, while serving. Larger steps (many prompt-logprob rows) and
+  // long penalty id lists still grow them. Called once at start-up.
+  void reserve_sampling(int64_t rows_per_call, int64_t rows_per_step, int64_t vocab);
   ~cuda_ops() override;
   cuda_ops(const cuda_ops&) = delete;
   cuda_ops& operator=(const cuda_ops&) = delete;
