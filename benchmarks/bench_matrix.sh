@@ -55,7 +55,9 @@
 #   DOC=docs/benchmarks.md     also write the document there (benchmarks/
 #                              benchmarks_head.md, then the summary), PNGs beside
 #                              it in benchmarks/
-# OUT_DIR/DONE is written last (benchmarks/bench_matrix_bg.sh waits for it).
+# OUT_DIR/measured_<model> is written when that model's runs are done (with
+# GPUS, its GPU is free from then on); OUT_DIR/DONE is written last
+# (benchmarks/bench_matrix_bg.sh waits for it).
 # A CPU smoke test of the plumbing with the fixture model:
 #   QUICK=1 TROUPE=build-bench/troupe BACKEND=cpu DTYPE=float32 LOAD_FORMAT=auto \
 #     MODELS=tests/data/models/tiny-llama ENGINE_ARGS="--max-model-len 4096" \
@@ -279,6 +281,8 @@ measure_model() {
       done
     done
   fi
+  # This model's part is done (with GPUS, its GPU is free from here).
+  date -u '+%Y-%m-%d %H:%M:%S UTC' >"$out/measured_${tag}"
 }
 
 peer_script=benchmarks/peer_transformers.py
@@ -298,7 +302,7 @@ if ((!summary_only)); then
   mkdir -p "$out"
   # An earlier run's files would mix into this one's summary.
   rm -f "$out"/*.txt "$out"/*.json "$out"/*.err "$out"/*.failed "$out"/*.nostart "$out"/*.log "$out"/*.png \
-    "$out/summary.md" "$out/MEASURED" "$out/DONE"
+    "$out/summary.md" "$out/MEASURED" "$out/DONE" "$out"/measured_*
   started=$(date -u '+%Y-%m-%d %H:%M UTC')
   gpu_info=
   for g in ${GPUS:-first}; do

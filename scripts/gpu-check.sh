@@ -8,7 +8,8 @@
 #   - the GPU deployment example served end to end (scripts/gpu-serve-check.sh),
 #   - issue 6's performance figures against the measured limits
 #     (benchmarks/gpu_roofline.py: gemm_bench, attention_bench, bench
-#     latency, the device timeline, start-up).
+#     latency, the device timeline, start-up; ROOFLINE_ARGS=--quick: fewer
+#     iterations).
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-check.sh [OUT_DIR]   # there
 set -uo pipefail
@@ -41,7 +42,7 @@ rows+=("| goldens (scripts/gpu_golden.py) | $g | $out/golden.md |")
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
 # Performance against the physical limits.
-if python3 benchmarks/gpu_roofline.py "$out/roofline" >"$out/roofline.log" 2>&1; then r=ran; else r=FAIL; fi
+if python3 benchmarks/gpu_roofline.py ${ROOFLINE_ARGS:-} "$out/roofline" >"$out/roofline.log" 2>&1; then r=ran; else r=FAIL; fi
 rows+=("| benchmarks/gpu_roofline.py | $r | $out/roofline/roofline.md |")
 echo
 echo "| check | result | detail |"

@@ -25,7 +25,7 @@ TROUPE=$troupe BACKEND=cpu DTYPE=float32 LOAD_FORMAT=auto PEER=0 GPUS="0 1" PORT
   { cat "$work/stderr" >&2; fail "bench_matrix.sh exited non-zero"; }
 
 summary=$out/summary.md
-[[ -f $out/DONE && -f $out/MEASURED ]] || fail "no DONE/MEASURED"
+[[ -f $out/DONE && -f $out/MEASURED && -f $out/measured_tiny-llama && -f $out/measured_tiny-qwen2 ]] || fail "no DONE/MEASURED/measured_<model>"
 cmp -s "$work/stdout" "$summary" || fail "stdout differs from summary.md"
 grep -q '^- note: a CTest run$' "$summary" || fail "no note line"
 grep -q INCOMPLETE "$summary" && fail "a complete run marked INCOMPLETE"
