@@ -13,7 +13,7 @@
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-check.sh [OUT_DIR]   # there
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/gpu-check}
 mkdir -p "$out"
 [[ -d build-device ]] || tar -xJf build-device.tar.xz
