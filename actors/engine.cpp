@@ -78,6 +78,15 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   // The sampler's buffers at their steady-state sizes, so that growing one
   // (which waits for the stream) never happens in the middle of serving.
   backend->reserve_sampling(model_runner::logits_chunk_rows, limits.max_num_seqs, model.vocab_size);
+  // The pinned staging of a step's inputs, at the largest step's size (plus
+  // the sampler's parameters), so that no page-locked allocation (an
+  // implicit synchronisation) happens while serving.
+  runner_limits step_limits;
+  step_limits.max_num_batched_tokens = limits.max_num_batched_tokens;
+  step_limits.max_num_seqs = limits.max_num_seqs;
+  step_limits.max_model_len = limits.max_model_len;
+  step_limits.block_size = limits.block_size;
+  backend->reserve_staging(model_runner::input_bytes(step_limits) + (size_t{1} << 20));
   return std::unique_ptr<ops>(std::move(backend));
 #else
   (void)limits;
@@ -135,7 +144,8 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
     planned.max_model_len = limits.max_model_len;
     planned.block_size = limits.block_size;
     // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
-    // graphs and the sampler's scratch.
+    // graphs and the start-up tuning's scratch (the sampler's buffers are
+    // reserved before free_before: already counted).
     m.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20);
     auto blocks = plan_gpu_kv_blocks(m, config.gpu_memory_utilization, limits.kv_bytes_per_block,
                                      limits.block_size, limits.max_model_len);

@@ -158,6 +158,12 @@ def main():
     rows.append(("batch-1 decode, cuBLAS only (TROUPE_GEMV=off)",
                  f"{ms1c:.2f} ms per token = {1000 / ms1c:.0f} tokens/s", "the same",
                  f"{100 * bound1 / ms1c:.0f}%", ""))
+    b1p = bench_latency(a.model, a.out, "latency-b1-no-pdl", 1, 128, 128, *it, [],
+                        env_extra={"TROUPE_PDL": "0"})
+    ms1p = b1p["avg_decode_ms_per_output_token"]
+    rows.append(("batch-1 decode, plain launches (TROUPE_PDL=0)",
+                 f"{ms1p:.2f} ms per token = {1000 / ms1p:.0f} tokens/s", "the same",
+                 f"{100 * bound1 / ms1p:.0f}%", ""))
 
     b64 = bench_latency(a.model, a.out, "latency-b64-1k", 64, 1024, 128, *it,
                         ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"])

@@ -40,8 +40,13 @@ class model_runner {
   // Bytes of backend memory the constructor allocates besides the KV cache
   // (index arrays and the logits chunk): the memory plan reserves them.
   static int64_t buffer_bytes(const runner_limits& limits, int64_t vocab_size);
+  // Of which the per-step inputs (token ids, positions, slots, block tables...).
+  static int64_t input_bytes(const runner_limits& limits);
   // Logits are computed (and sampled) this many rows at a time.
   static constexpr int64_t logits_chunk_rows = 64;
+  // Logits of batches of up to this many rows are offered to the backend's
+  // product tuning at start-up (cuda: its decode GEMV's range).
+  static constexpr int64_t tuned_logits_rows = 8;
 
   // One step in lockstep: launch(plan), then finish().
   step_output execute(const step_plan& plan);

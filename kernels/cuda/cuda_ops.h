@@ -30,6 +30,13 @@ class cuda_ops final : public ops {
   // stream, while serving. Larger steps (many prompt-logprob rows) and
   // long penalty id lists still grow them. Called once at start-up.
   void reserve_sampling(int64_t rows_per_call, int64_t rows_per_step, int64_t vocab);
+  // Sizes each step slot's pinned input staging (see upload_ints) to
+  // `bytes`, so that it need not grow (a page-locked allocation, which
+  // synchronises) while serving. Called once at start-up.
+  void reserve_staging(size_t bytes);
+  // Which kernel computes this product now ("cuBLAS" or a GEMV variant),
+  // without tuning (for tests and logs).
+  std::string product_kernel(const tensor& x, const tensor& w, const tensor& out);
   ~cuda_ops() override;
   cuda_ops(const cuda_ops&) = delete;
   cuda_ops& operator=(const cuda_ops&) = delete;

@@ -87,6 +87,7 @@ class cuda_gemv : public ::testing::Test {
     const std::vector<float> nan(rows * cols, std::numeric_limits<float>::quiet_NaN());
     ops_->upload(nan.data(), t);
     ops_->synchronize();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // alloc's memset and the upload are done
     return t;
   }
   std::unique_ptr<cuda_ops> ops_;
@@ -168,6 +169,7 @@ TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
     check(p, logits, dtype::bf16, "tuned linear to float32, m=" + std::to_string(m));
   }
   const std::string report = ops_->tuning_report();
+  EXPECT_EQ(report.find("differs"), std::string::npos) << "a variant disagreed with cuBLAS:\n" << report;
   // Four row counts up to 8, each with a bf16 and a float32 output: 8 shapes.
   EXPECT_NE(report.find("decode GEMM tuning: 8 shapes timed"), std::string::npos) << report;
   EXPECT_EQ(report.find("16x512"), std::string::npos) << "16 rows tuned:\n" << report;
@@ -186,9 +188,33 @@ TEST_F(cuda_gemv, troupe_gemv_forces_a_variant_or_turns_it_off) {
     ops_->allow_tuning(false);
     check(p, out, dtype::f16, std::string("TROUPE_GEMV=") + mode);
     EXPECT_EQ(ops_->tuning_report(), "") << "TROUPE_GEMV=" << mode << " still tuned";
+    EXPECT_EQ(ops_->product_kernel(x, w, out), std::string(mode) == "off" ? "cuBLAS" : "gemv u2 r2");
     ops_.swap(ops);
   }
   unsetenv("TROUPE_GEMV");
+}
+
+// The tuner's check of each variant against cuBLAS: with the GEMV runs
+// made to leave their last output row unwritten, every variant is
+// rejected and the product stays with cuBLAS.
+TEST_F(cuda_gemv, tuning_rejects_a_variant_that_misses_outputs) {
+  setenv("TROUPE_DEBUG_GEMV_DROP_LAST", "1", 1);
+  tensor x, w;
+  const problem p = make(dtype::bf16, 2, 300, 512, 9, x, w);
+  const tensor out = poisoned(dtype::bf16, 3, 300);
+  ops_->allow_tuning(true);
+  ops_->linear(x, w, nullptr, out);
+  ops_->allow_tuning(false);
+  unsetenv("TROUPE_DEBUG_GEMV_DROP_LAST");
+  check(p, out, dtype::bf16, "after rejected variants");
+  const std::string report = ops_->tuning_report();
+  size_t rejected = 0;
+  for (size_t at = report.find("differs from cuBLAS"); at != std::string::npos;
+       at = report.find("differs from cuBLAS", at + 1)) {
+    ++rejected;
+  }
+  EXPECT_EQ(rejected, static_cast<size_t>(cuda::gemv_num_variants())) << report;
+  EXPECT_EQ(ops_->product_kernel(x, w, out), "cuBLAS");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda {
 
@@ -10,6 +11,7 @@ namespace {
 
 template <class T>
 __global__ void silu_and_mul_kernel(const T* gate_up, int64_t d, T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t row = blockIdx.x;
   const T* g = gate_up + row * 2 * d;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
@@ -23,6 +25,7 @@ __global__ void silu_and_mul_kernel(const T* gate_up, int64_t d, T* out) {
 // still fill the GPU. Needs d to be a multiple of the vector width.
 template <class T>
 __global__ void silu_and_mul_vec_kernel(const T* gate_up, int64_t d, T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   constexpr int width = vec16<T>::size;
   const int64_t row = blockIdx.y;
   const int64_t j = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * width;
@@ -41,6 +44,7 @@ __global__ void silu_and_mul_vec_kernel(const T* gate_up, int64_t d, T* out) {
 
 template <class T>
 __global__ void embedding_vec_kernel(const int32_t* ids, const T* table, int64_t cols, T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   constexpr int width = vec16<T>::size;
   const int64_t row = blockIdx.y;
   const int64_t j = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * width;
@@ -50,6 +54,7 @@ __global__ void embedding_vec_kernel(const int32_t* ids, const T* table, int64_t
 
 template <class T>
 __global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t cols, T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t row = blockIdx.x;
   const T* src = table + static_cast<int64_t>(ids[row]) * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[row * cols + j] = src[j];
@@ -57,6 +62,7 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t col
 
 template <class T>
 __global__ void add_bias_kernel(T* out, const T* bias, int64_t cols) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t row = blockIdx.x;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     out[row * cols + j] = from_float<T>(to_float(out[row * cols + j]) + to_float(bias[j]));
@@ -103,11 +109,11 @@ void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, 
     if (d % width == 0 && rows <= 65535) {
       const int64_t vecs = d / width;
       const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(rows));
-      silu_and_mul_vec_kernel<T><<<grid, 128, 0, stream>>>(static_cast<const T*>(gate_up), d,
+      launch_pdl(silu_and_mul_vec_kernel<T>, grid, 128, 0, stream, static_cast<const T*>(gate_up), d,
                                                            static_cast<T*>(out));
       return;
     }
-    silu_and_mul_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
+    launch_pdl(silu_and_mul_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
         static_cast<const T*>(gate_up), d, static_cast<T*>(out));
   });
   TROUPE_CUDA_CHECK_LAUNCH();
@@ -122,11 +128,11 @@ void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const voi
     if (cols % width == 0 && num_tokens <= 65535) {
       const int64_t vecs = cols / width;
       const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(num_tokens));
-      embedding_vec_kernel<T><<<grid, 128, 0, stream>>>(ids, static_cast<const T*>(table), cols,
+      launch_pdl(embedding_vec_kernel<T>, grid, 128, 0, stream, ids, static_cast<const T*>(table), cols,
                                                         static_cast<T*>(out));
       return;
     }
-    embedding_kernel<T><<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(
+    launch_pdl(embedding_kernel<T>, static_cast<unsigned>(num_tokens), 256, 0, stream,
         ids, static_cast<const T*>(table), cols, static_cast<T*>(out));
   });
   TROUPE_CUDA_CHECK_LAUNCH();
@@ -137,7 +143,7 @@ void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t
   if (rows == 0) return;
   by_type(t, [&](auto tag) {
     using T = decltype(tag);
-    add_bias_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
+    launch_pdl(add_bias_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
         static_cast<T*>(out), static_cast<const T*>(bias), cols);
   });
   TROUPE_CUDA_CHECK_LAUNCH();

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/attention/attention_params.h"
 #include "kernels/cuda/attention/decode.cuh"
 #include "kernels/cuda/attention/decode_mma.cuh"
@@ -19,7 +20,7 @@ struct decode_simt_variant {
     const dim3 grid(static_cast<unsigned>(p.num_splits),
                     static_cast<unsigned>(num_kv_heads * p.head_chunks),
                     static_cast<unsigned>(num_seqs));
-    decode_kernel<T, DMAX, VEC, GB><<<grid, decode_threads, 0, stream>>>(p);
+    launch_pdl(decode_kernel<T, DMAX, VEC, GB>, grid, decode_threads, 0, stream, p);
     TROUPE_CUDA_CHECK_LAUNCH();
   }
   static int blocks_per_sm() {
@@ -39,7 +40,7 @@ struct decode_mma_variant {
     const dim3 grid(static_cast<unsigned>(p.num_splits),
                     static_cast<unsigned>(num_kv_heads * p.head_chunks),
                     static_cast<unsigned>(num_seqs));
-    decode_mma_kernel<T, DMAX, ROWS><<<grid, decode_threads, 0, stream>>>(p);
+    launch_pdl(decode_mma_kernel<T, DMAX, ROWS>, grid, decode_threads, 0, stream, p);
     TROUPE_CUDA_CHECK_LAUNCH();
   }
   static int blocks_per_sm() {
@@ -138,9 +139,9 @@ int decode_blocks_per_sm(const decode_variant& v) {
 void launch_decode_reduce(element_type t, const params& p, int num_seqs, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(num_seqs));
   switch (t) {
-    case element_type::f32: decode_reduce_kernel<float><<<grid, 128, 0, stream>>>(p); break;
-    case element_type::bf16: decode_reduce_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p); break;
-    case element_type::f16: decode_reduce_kernel<__half><<<grid, 128, 0, stream>>>(p); break;
+    case element_type::f32: launch_pdl(decode_reduce_kernel<float>, grid, 128, 0, stream, p); break;
+    case element_type::bf16: launch_pdl(decode_reduce_kernel<__nv_bfloat16>, grid, 128, 0, stream, p); break;
+    case element_type::f16: launch_pdl(decode_reduce_kernel<__half>, grid, 128, 0, stream, p); break;
   }
   TROUPE_CUDA_CHECK_LAUNCH();
 }

@@ -30,6 +30,7 @@
 
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda::attention {
 
@@ -105,6 +106,7 @@ __device__ __forceinline__ void merge_warps_and_store(
 
 template <class T, int DMAX, int VEC, int GB>
 __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   using shape = decode_shape<T, DMAX, VEC, GB>;
   constexpr int U = shape::unroll;
   constexpr int LPK = shape::lanes_per_key;
@@ -284,6 +286,7 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
 // (each relative to its own max) into the normalised output row.
 template <class T>
 __global__ void __launch_bounds__(128) decode_reduce_kernel(params p) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int token = p.query_start_loc[seq];

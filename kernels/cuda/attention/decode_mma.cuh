@@ -29,6 +29,7 @@
 
 #include "kernels/cuda/attention/decode.cuh"
 #include "kernels/cuda/attention/mma.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda::attention {
 
@@ -45,6 +46,7 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 
 template <class T, int DMAX, int ROWS>
 __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   static_assert(sizeof(T) == 2 && (DMAX == 64 || DMAX == 128) && (ROWS == 8 || ROWS == 16));
   constexpr int k_chunks = DMAX / 32;  // S: 16-byte chunks of a K row per lane
   constexpr int v_chunks = DMAX / 64;  // P V: 16-byte chunks of a V row per lane

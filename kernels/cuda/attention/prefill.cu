@@ -1,5 +1,6 @@
 // Launchers of the tiled prefill kernel (prefill.cuh): one instantiation per
 // element type and head_dim bucket (64, 128, 256).
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/attention/attention_params.h"
 #include "kernels/cuda/attention/prefill.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -20,7 +21,7 @@ void launch(const params& p, bool vec16, int max_query_len, int num_seqs, cudaSt
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(max_query_len, prefill_rows)),
                   static_cast<unsigned>(p.num_heads), static_cast<unsigned>(num_seqs));
-  prefill_kernel<T, DMAX><<<grid, prefill_threads, smem, stream>>>(p, vec16);
+  launch_pdl(prefill_kernel<T, DMAX>, grid, prefill_threads, smem, stream, p, vec16);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 

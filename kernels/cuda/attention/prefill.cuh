@@ -31,6 +31,7 @@
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/mma.cuh"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda::attention {
 
@@ -219,6 +220,7 @@ __device__ __forceinline__ void tile_accumulate(const float (&s)[BN / 8][4], con
 
 template <class T, int DMAX>
 __global__ void __launch_bounds__(prefill_threads) prefill_kernel(params p, bool vec16) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   using shape = prefill_shape<T>;
   constexpr int BN = shape::tile_keys;
   const int seq = blockIdx.z;

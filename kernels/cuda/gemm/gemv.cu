@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda {
 
@@ -47,6 +48,7 @@ template <class T, class OutT, int M, int UNROLL, int ROWS>
 __global__ void __launch_bounds__(warps_per_block * 32)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, int64_t n, int64_t k,
                 OutT* __restrict__ out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t warp = int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int64_t row0 = warp * ROWS;
@@ -120,7 +122,7 @@ template <class T, class OutT, int M, int UNROLL, int ROWS>
 void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, cudaStream_t stream) {
   const int64_t warps = (n + ROWS - 1) / ROWS;
   const auto blocks = static_cast<unsigned>((warps + warps_per_block - 1) / warps_per_block);
-  gemv_kernel<T, OutT, M, UNROLL, ROWS><<<blocks, warps_per_block * 32, 0, stream>>>(
+  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS>, blocks, warps_per_block * 32, 0, stream,
       static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out));
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }

@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/norm/norm.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda {
 
@@ -15,6 +16,7 @@ template <class T, bool add_residual>
 __global__ void rms_norm_kernel(T* residual, const T* x, const T* w, float eps, int64_t cols,
                                 int64_t row_stride, int64_t segment_stride, int segments,
                                 T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t row = blockIdx.x / segments;
   const int64_t seg = blockIdx.x % segments;
   const int64_t base = row * row_stride + seg * segment_stride;
@@ -45,6 +47,7 @@ template <class T, bool add_residual>
 __global__ void rms_norm_vec_kernel(T* residual, const T* x, const T* w, float eps, int64_t cols,
                                     int64_t row_stride, int64_t segment_stride, int segments,
                                     T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   constexpr int width = vec16<T>::size;
   const int64_t row = blockIdx.x / segments;
   const int64_t seg = blockIdx.x % segments;
@@ -100,15 +103,13 @@ void launch(void* residual, const void* x, const void* w, float eps, int64_t row
     const int64_t vecs = cols / width;
     int64_t threads = (vecs + max_vecs - 1) / max_vecs;
     threads = std::max<int64_t>(32, (threads + 31) / 32 * 32);
-    rms_norm_vec_kernel<T, add_residual><<<static_cast<unsigned>(rows * segments),
-                                           static_cast<unsigned>(threads), 0, stream>>>(
+    launch_pdl(rms_norm_vec_kernel<T, add_residual>, static_cast<unsigned>(rows * segments), static_cast<unsigned>(threads), 0, stream,
         static_cast<T*>(residual), static_cast<const T*>(x), static_cast<const T*>(w), eps, cols,
         row_stride, segment_stride, segments, static_cast<T*>(out));
     TROUPE_CUDA_CHECK_LAUNCH();
     return;
   }
-  rms_norm_kernel<T, add_residual><<<static_cast<unsigned>(rows * segments), threads_per_row, 0,
-                                     stream>>>(
+  launch_pdl(rms_norm_kernel<T, add_residual>, static_cast<unsigned>(rows * segments), threads_per_row, 0, stream,
       static_cast<T*>(residual), static_cast<const T*>(x), static_cast<const T*>(w), eps, cols,
       row_stride, segment_stride, segments, static_cast<T*>(out));
   TROUPE_CUDA_CHECK_LAUNCH();

@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/rope/rope.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda {
 
@@ -13,6 +14,7 @@ template <class T>
 __global__ void rope_kernel(T* q, int q_heads, T* k, int k_heads, int head_dim,
                             const int32_t* positions, const float* cos_table,
                             const float* sin_table) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t token = blockIdx.y;
   const int half = head_dim / 2;
   const float* c = cos_table + static_cast<int64_t>(positions[token]) * half;
@@ -41,6 +43,7 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
                                       const int32_t* positions, const float* cos_table,
                                       const float* sin_table, const int32_t* slots, T* q_out,
                                       T* k_cache, T* v_cache) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t token = blockIdx.y;
   const int head = blockIdx.x * heads_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -122,7 +125,7 @@ void qkv_rope_cache(element_type t, const void* qkv, int64_t num_tokens, int64_t
       const int64_t n = std::min<int64_t>(65535, num_tokens - first);
       const dim3 grid(static_cast<unsigned>((total + heads_per_block - 1) / heads_per_block),
                       static_cast<unsigned>(n));
-      qkv_rope_cache_kernel<T><<<grid, block, 0, stream>>>(
+      launch_pdl(qkv_rope_cache_kernel<T>, grid, block, 0, stream,
           static_cast<const T*>(qkv) + first * total * head_dim, static_cast<int>(q_heads),
           static_cast<int>(kv_heads), static_cast<int>(head_dim), static_cast<const T*>(q_norm),
           static_cast<const T*>(k_norm), eps, positions + first, cos_table, sin_table,
@@ -149,7 +152,7 @@ void rope(element_type t, void* q, int64_t q_heads, void* k, int64_t k_heads, in
     for (int64_t first = 0; first < num_tokens; first += 65535) {
       const int64_t n = std::min<int64_t>(65535, num_tokens - first);
       const dim3 grid(static_cast<unsigned>((pairs + 127) / 128), static_cast<unsigned>(n));
-      rope_kernel<T><<<grid, 128, 0, stream>>>(
+      launch_pdl(rope_kernel<T>, grid, 128, 0, stream,
           static_cast<T*>(q) + first * q_heads * head_dim, static_cast<int>(q_heads),
           static_cast<T*>(k) + first * k_heads * head_dim, static_cast<int>(k_heads),
           static_cast<int>(head_dim), positions + first, cos_table, sin_table);
