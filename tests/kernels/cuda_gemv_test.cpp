@@ -82,6 +82,12 @@ class cuda_gemv : public ::testing::Test {
       ASSERT_TRUE(std::isnan(got[i])) << what << ": wrote past the last row";
     }
   }
+  // linear() with tuning allowed, as in the runner's warm-up.
+  void tuned_linear(const tensor& x, const tensor& w, const tensor& out) {
+    ops_->allow_tuning(true);
+    ops_->linear(x, w, nullptr, out);
+    ops_->allow_tuning(false);
+  }
   tensor poisoned(dtype type, int64_t rows, int64_t cols) {
     tensor t = ops_->alloc(type, rows, cols);
     const std::vector<float> nan(rows * cols, std::numeric_limits<float>::quiet_NaN());
@@ -149,9 +155,7 @@ TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
     tensor x, w;
     const problem p = make(dtype::bf16, m, n, k, 100 + m, x, w);
     const tensor out = poisoned(dtype::bf16, m + 1, n);
-    ops_->allow_tuning(true);
-    ops_->linear(x, w, nullptr, out);
-    ops_->allow_tuning(false);
+    tuned_linear(x, w, out);
     check(p, out, dtype::bf16, "tuned linear m=" + std::to_string(m));
     std::vector<float> first(out.rows * out.cols), again(first.size());
     ops_->download(out, first.data());
@@ -163,9 +167,7 @@ TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
     }
     // float32 logits from bf16 (the lm_head's product).
     const tensor logits = poisoned(dtype::f32, m + 1, n);
-    ops_->allow_tuning(true);
-    ops_->linear(x, w, nullptr, logits);
-    ops_->allow_tuning(false);
+    tuned_linear(x, w, logits);
     check(p, logits, dtype::bf16, "tuned linear to float32, m=" + std::to_string(m));
   }
   const std::string report = ops_->tuning_report();
@@ -183,9 +185,7 @@ TEST_F(cuda_gemv, troupe_gemv_forces_a_variant_or_turns_it_off) {
     tensor x, w;
     const problem p = make(dtype::f16, 3, 70, 136, 7, x, w);
     const tensor out = poisoned(dtype::f16, 4, 70);
-    ops_->allow_tuning(true);
-    ops_->linear(x, w, nullptr, out);
-    ops_->allow_tuning(false);
+    tuned_linear(x, w, out);
     check(p, out, dtype::f16, std::string("TROUPE_GEMV=") + mode);
     EXPECT_EQ(ops_->tuning_report(), "") << "TROUPE_GEMV=" << mode << " still tuned";
     EXPECT_EQ(ops_->product_kernel(x, w, out), std::string(mode) == "off" ? "cuBLAS" : "gemv u2 r2");
@@ -202,9 +202,7 @@ TEST_F(cuda_gemv, tuning_rejects_a_variant_that_misses_outputs) {
   tensor x, w;
   const problem p = make(dtype::bf16, 2, 300, 512, 9, x, w);
   const tensor out = poisoned(dtype::bf16, 3, 300);
-  ops_->allow_tuning(true);
-  ops_->linear(x, w, nullptr, out);
-  ops_->allow_tuning(false);
+  tuned_linear(x, w, out);
   unsetenv("TROUPE_DEBUG_GEMV_DROP_LAST");
   check(p, out, dtype::bf16, "after rejected variants");
   const std::string report = ops_->tuning_report();
