@@ -53,8 +53,8 @@
 #                              prompts on an H100, 1,406 from 100 on an H200), so
 #                              scale it only with that caveat
 #   DOC=docs/benchmarks.md     also write the document there (benchmarks/
-#                              benchmarks_head.md, then the summary), PNGs beside
-#                              it in benchmarks/
+#                              benchmarks_head.md, then the summary), PNGs in a
+#                              folder of the document's name (docs/benchmarks/)
 # OUT_DIR/measured_<model> is written when that model's runs are done (with
 # GPUS, its GPU is free from then on); OUT_DIR/DONE is written last
 # (benchmarks/bench_matrix_bg.sh waits for it).
@@ -587,12 +587,14 @@ done
 ((plotted)) || log "no python3 with matplotlib: no plots (the JSON files hold everything)"
 
 if [[ -n $DOC ]]; then
-  docdir=$(dirname "$DOC")
-  mkdir -p "$docdir/benchmarks"
+  # The plots go to a folder named as the document (docs/benchmarks.md:
+  # docs/benchmarks/), so that documents of several runs can sit side by side.
+  plotdir=${DOC%.md}
+  mkdir -p "$plotdir"
   pngs=()
   for png in "$out"/*.png; do
     [[ -f $png ]] || continue
-    cp "$png" "$docdir/benchmarks/"
+    cp "$png" "$plotdir/"
     pngs+=("$(basename "$png")")
   done
   {
@@ -603,9 +605,9 @@ if [[ -n $DOC ]]; then
       echo
       echo "## Plots"
       echo
-      for png in "${pngs[@]}"; do echo "![${png%.png}](benchmarks/$png)"; echo; done
+      for png in "${pngs[@]}"; do echo "![${png%.png}]($(basename "$plotdir")/$png)"; echo; done
     fi
   } >"$DOC"
-  log "wrote $DOC and ${#pngs[@]} plots in $docdir/benchmarks/"
+  log "wrote $DOC and ${#pngs[@]} plots in $plotdir/"
 fi
 date -u '+%Y-%m-%d %H:%M:%S UTC' >"$out/DONE"
