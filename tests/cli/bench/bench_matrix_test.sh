@@ -56,6 +56,17 @@ cp "$summary" "$work/first.md"
 "$root/benchmarks/bench_matrix.sh" --summary "$out" >"$work/again" 2>/dev/null || fail "--summary exited non-zero"
 diff -u <(grep -v '^- date' "$work/first.md") <(grep -v '^- date' "$work/again") >&2 || fail "--summary differs"
 
+# The document: the head, then the summary without its title; plots (where
+# python3 has matplotlib) in a folder named as the document.
+DOC=$work/doc/matrix.md "$root/benchmarks/bench_matrix.sh" --summary "$out" >/dev/null 2>&1 || fail "--summary with DOC failed"
+[[ $(head -1 "$work/doc/matrix.md") == "# Benchmarks" ]] || fail "the document does not start with the head"
+grep -q '^## Prefix caching' "$work/doc/matrix.md" || fail "the document has no summary tables"
+if grep -q '^!\[' "$work/doc/matrix.md"; then
+  for png in $(sed -nE 's/^!\[.*\]\((.*)\)$/\1/p' "$work/doc/matrix.md"); do
+    [[ -f $work/doc/$png ]] || fail "the document links $png, which is not there"
+  done
+fi
+
 # An interrupted run: one run never happened, one failed.
 rm -f "$out/MEASURED" "$out/throughput_tiny-qwen2_16_16.txt"
 echo "exit 1" >"$out/serve_tiny-llama_rateinf.txt.failed"
