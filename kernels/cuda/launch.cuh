@@ -8,9 +8,9 @@
 // Every kernel launched with launch_pdl() must call pdl_begin() first,
 // before it reads or writes any global memory: then it is exactly as
 // ordered as a plain launch. pdl_begin() also lets the next kernel be
-// scheduled once all of this kernel's blocks have started. On a kernel
+// scheduled once all of this kernel's blocks have passed their wait. On a kernel
 // launched without the attribute, both instructions do nothing.
-// TROUPE_PDL=0 launches everything plainly (for comparisons).
+// TROUPE_PDL=0 (or off, false) launches everything plainly (comparisons).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,13 +27,16 @@ __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" :::);
+#elif defined(__CUDA_ARCH__)
+#error "launch_pdl sets the PDL attribute: kernels need sm_90+ to wait for their predecessor"
 #endif
 }
 
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("TROUPE_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
+                            std::strcmp(v, "false") != 0);
   }();
   return on;
 }
