@@ -1,0 +1,246 @@
+// cuda_ops' private state and the helpers its source files share
+// (cuda_ops.cpp: memory, steps, sampling, the ops; cuda_gemm.cpp: the dense
+// products and their start-up tuning). Not for use outside cuda_ops.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/check.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/sampling/sampling.h"
+
+namespace troupe {
+
+namespace cuda_detail {
+
+inline cuda::element_type element_of(dtype t) {
+  switch (t) {
+    case dtype::f32: return cuda::element_type::f32;
+    case dtype::bf16: return cuda::element_type::bf16;
+    case dtype::f16: return cuda::element_type::f16;
+  }
+  return cuda::element_type::f32;
+}
+
+inline cudaDataType_t cublas_type_of(dtype t) {
+  switch (t) {
+    case dtype::f32: return CUDA_R_32F;
+    case dtype::bf16: return CUDA_R_16BF;
+    case dtype::f16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+#define TROUPE_CUBLAS_CHECK(call)                                                   \
+  do {                                                                              \
+    const cublasStatus_t troupe_cublas_status = (call);                             \
+    TROUPE_CHECK_MSG(troupe_cublas_status == CUBLAS_STATUS_SUCCESS, #call);         \
+  } while (0)
+
+}  // namespace cuda_detail
+
+using cuda_detail::cublas_type_of;
+using cuda_detail::element_of;
+
+struct cuda_ops::impl {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::vector<void*> device_buffers;
+  std::vector<void*> host_buffers;
+  void* attention_workspace = nullptr;  // split-KV decode partials (owned, not in device_buffers)
+  size_t attention_workspace_bytes = 0;
+  int64_t max_num_tokens = 0;
+  cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
+  void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
+  std::map<int64_t, cudaGraphExec_t> graphs;
+  // Decode products (gemm_choice): TROUPE_GEMV=auto (default: each shape
+  // of up to gemv_max_rows rows timed at warm-up, GEMV variants against
+  // cuBLAS), off (cuBLAS only) or v0..v3 (that variant wherever it runs).
+  static constexpr int gemv_off = -2, gemv_auto = -1;
+  int gemv_mode = [] {
+    const char* v = std::getenv("TROUPE_GEMV");
+    if (v == nullptr || std::strcmp(v, "auto") == 0 || *v == '\0') return gemv_auto;
+    if (std::strcmp(v, "off") == 0) return gemv_off;
+    if (v[0] == 'v' && v[1] >= '0' && v[1] < '0' + cuda::gemv_num_variants() && v[2] == '\0') return v[1] - '0';
+    std::fprintf(stderr, "troupe: TROUPE_GEMV='%s' ignored (expected auto, off or v0..v%d)\n", v,
+                 cuda::gemv_num_variants() - 1);
+    return gemv_auto;
+  }();
+  bool tuning_allowed = false;
+  // (rows, n, k, weight type, output type) -> -1 cuBLAS, else a GEMV variant.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, int> gemm_choices;
+  std::vector<std::string> tuning_lines;  // one per tuned shape
+  double tuning_ms = 0;
+  void* flush_buffer = nullptr;  // tuning scratch: an L2-flush region, a random x, an output
+  size_t flush_bytes = 0;
+  // Timeline events per step slot (step % slots: a step, the one before it
+  // and the one after can be alive at once): the step's first launch, and
+  // its last result (recorded by each download / device sampling; the last
+  // one of a step counts).
+  static constexpr int slots = 3;
+  cudaEvent_t step_start[slots] = {}, work_end[slots] = {};
+  int64_t current_step = -1;  // the last step begun
+  // The step's work_end was recorded by a logits download (host sampling:
+  // the GPU idles from there while the host samples).
+  bool ended_by_download[slots] = {};
+  int active_steps = 0;       // begun, not ended
+  int64_t last_ended = -1;    // for the idle gap before the next step
+  ops::timeline line;
+  // The op profiler (TROUPE_PROFILE_OPS=1): an event pair per op of the
+  // step, resolved at step_end into totals per op name.
+  struct op_stat {
+    int64_t calls = 0;
+    double ms = 0;
+    double bytes = 0;
+  };
+  struct op_span {
+    std::string name;
+    double bytes;
+    cudaEvent_t begin, end;
+    int64_t step;
+  };
+  bool profile = [] {
+    const char* v = std::getenv("TROUPE_PROFILE_OPS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  std::vector<cudaEvent_t> free_events;
+  std::vector<op_span> spans;
+  std::map<std::string, op_stat> op_stats;
+  cudaEvent_t next_event() {
+    if (free_events.empty()) {
+      cudaEvent_t e = nullptr;
+      TROUPE_CUDA_CHECK(cudaEventCreate(&e));
+      return e;
+    }
+    cudaEvent_t e = free_events.back();
+    free_events.pop_back();
+    return e;
+  }
+  bool profiling() const {
+    if (!profile || active_steps == 0) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    TROUPE_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    return status == cudaStreamCaptureStatusNone;
+  }
+  // Adds up the spans of steps up to `step` (their work is done).
+  void resolve_spans(int64_t step) {
+    std::vector<op_span> later;
+    for (op_span& s : spans) {
+      if (s.step > step) {
+        later.push_back(std::move(s));
+        continue;
+      }
+      TROUPE_CUDA_CHECK(cudaEventSynchronize(s.end));
+      float ms = 0;
+      TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, s.begin, s.end));
+      op_stat& st = op_stats[s.name];
+      st.calls += 1;
+      st.ms += ms;
+      st.bytes += s.bytes;
+      free_events.push_back(s.begin);
+      free_events.push_back(s.end);
+    }
+    spans = std::move(later);
+  }
+  // Sampling buffers, grown on demand (outside forward passes and graphs).
+  struct growable {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  growable sample_params, sample_ids, sample_outputs, sample_scratch;
+  growable sampled_tokens;  // token ids by job index of the last sampling step (kept on growth)
+  growable gather_index;    // gather_sampled's (row, source) pairs
+  std::vector<cuda::sample_params> host_params;
+  std::vector<int32_t> host_ids;
+  // Results per step slot, pinned (the device copies into them asynchronously).
+  struct pinned {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  pinned results[slots];
+  std::vector<int32_t> host_gather;
+
+  // Grows g keeping its first `keep` bytes.
+  void* ensure_keeping(growable& g, size_t bytes, size_t keep) {
+    if (bytes <= g.bytes) return g.ptr;
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    void* grown_ptr = nullptr;
+    const size_t grown = std::max(bytes, g.bytes * 2);
+    TROUPE_CUDA_CHECK(cudaMalloc(&grown_ptr, grown));
+    if (keep > 0) TROUPE_CUDA_CHECK(cudaMemcpy(grown_ptr, g.ptr, keep, cudaMemcpyDeviceToDevice));
+    TROUPE_CUDA_CHECK(cudaFree(g.ptr));
+    g.ptr = grown_ptr;
+    g.bytes = grown;
+    return g.ptr;
+  }
+  void* ensure_pinned(pinned& p, size_t bytes, size_t keep) {
+    if (bytes <= p.bytes) return p.ptr;
+    TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));  // no copy is still writing the old one
+    void* grown_ptr = nullptr;
+    const size_t grown = std::max(bytes, p.bytes * 2);
+    TROUPE_CUDA_CHECK(cudaMallocHost(&grown_ptr, grown));
+    if (keep > 0) std::memcpy(grown_ptr, p.ptr, keep);
+    TROUPE_CUDA_CHECK(cudaFreeHost(p.ptr));
+    p.ptr = grown_ptr;
+    p.bytes = grown;
+    return p.ptr;
+  }
+
+  void* ensure(growable& g, size_t bytes) { return ensure_keeping(g, bytes, 0); }
+
+  // A step's host-to-device inputs go through pinned staging, one buffer
+  // per step slot, so that cudaMemcpyAsync never has to wait for the stream
+  // to stage pageable memory (CUDA allows it to). A slot is reused three
+  // steps later, when the step that last wrote it has ended (at most two
+  // are launched and not ended). Outside steps (warm-up, graph capture):
+  // plain copies from pageable memory.
+  struct staging {
+    pinned buf;
+    int64_t step = -1;
+    size_t used = 0;
+  };
+  staging stage[slots];
+  std::vector<void*> retired_pinned;  // outgrown staging buffers, freed with the object
+  void upload_bytes(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    if (active_steps == 0 || current_step < 0) {
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+      return;
+    }
+    staging& s = stage[current_step % slots];
+    if (s.step != current_step) {
+      // The step that used this slot last has ended (at most two steps are
+      // launched and not ended, and slots are three).
+      TROUPE_CHECK_MSG(s.step <= last_ended, "pinned staging slot reused while its step is in flight");
+      s.step = current_step;
+      s.used = 0;
+    }
+    size_t offset = (s.used + 15) & ~size_t{15};
+    if (offset + bytes > s.buf.bytes) {
+      // This step's earlier copies may still read the old buffer: keep it.
+      if (s.buf.ptr != nullptr) retired_pinned.push_back(s.buf.ptr);
+      const size_t grown = std::max({offset + bytes, s.buf.bytes * 2, size_t{1} << 20});
+      TROUPE_CUDA_CHECK(cudaMallocHost(&s.buf.ptr, grown));
+      s.buf.bytes = grown;
+      offset = 0;
+    }
+    char* staged = static_cast<char*>(s.buf.ptr) + offset;
+    std::memcpy(staged, src, bytes);
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
+    s.used = offset + bytes;
+  }
+};
+
+}  // namespace troupe
