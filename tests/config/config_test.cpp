@@ -523,29 +523,32 @@ TEST(logging, named_loggers_write_to_stderr_only) {
 // vLLM's batch defaults (EngineArgs.get_batch_defaults) for unset values.
 TEST(engine_batch_defaults, follow_vllm_by_device_and_usage) {
   const int64_t gib = int64_t{1} << 30;
+  // Unset values, per device and usage (serving / offline).
+  struct row {
+    bool offline, cuda;
+    int64_t memory;
+    const char* device;
+    int64_t seqs, tokens;
+  };
+  const row rows[] = {
+      {false, false, 0, "", 256, 2048},
+      {false, true, 80 * gib, "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB", 1024, 8192},
+      {false, true, 80 * gib, "NVIDIA A100-SXM4-80GB, sm_80, 79.2 GiB", 256, 2048},
+      {true, true, 140 * gib, "NVIDIA H200, sm_90, 139.8 GiB", 1024, 16384},
+      {true, true, 24 * gib, "NVIDIA L4, sm_89, 22.0 GiB", 256, 8192},
+      {true, false, 0, "", 256, 2048},  // the CPU keeps its small step
+  };
   engine_config c;
-  auto d = engine_batch_defaults(c, /*cuda=*/false, 0, "");
-  EXPECT_EQ(d.max_num_seqs, 256);
-  EXPECT_EQ(d.max_num_batched_tokens, 2048);
-  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB");
-  EXPECT_EQ(d.max_num_seqs, 1024);
-  EXPECT_EQ(d.max_num_batched_tokens, 8192);
-  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA A100-SXM4-80GB, sm_80, 79.2 GiB");
-  EXPECT_EQ(d.max_num_seqs, 256);
-  EXPECT_EQ(d.max_num_batched_tokens, 2048);
-  c.offline = true;
-  d = engine_batch_defaults(c, true, 140 * gib, "NVIDIA H200, sm_90, 139.8 GiB");
-  EXPECT_EQ(d.max_num_seqs, 1024);
-  EXPECT_EQ(d.max_num_batched_tokens, 16384);
-  d = engine_batch_defaults(c, true, 24 * gib, "NVIDIA L4, sm_89, 22.0 GiB");
-  EXPECT_EQ(d.max_num_seqs, 256);
-  EXPECT_EQ(d.max_num_batched_tokens, 8192);
-  d = engine_batch_defaults(c, false, 0, "");
-  EXPECT_EQ(d.max_num_batched_tokens, 2048);  // the CPU keeps its small step
+  for (const row& r : rows) {
+    c.offline = r.offline;
+    const auto d = engine_batch_defaults(c, r.cuda, r.memory, r.device);
+    EXPECT_EQ(d.max_num_seqs, r.seqs) << r.device << (r.offline ? " offline" : " serving");
+    EXPECT_EQ(d.max_num_batched_tokens, r.tokens) << r.device << (r.offline ? " offline" : " serving");
+  }
   // Explicit values win; an explicit small budget lowers the default seqs.
   c.offline = false;
   c.max_num_batched_tokens = 512;
-  d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA H100 80GB HBM3");
+  auto d = engine_batch_defaults(c, true, 80 * gib, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(d.max_num_seqs, 512);
   EXPECT_EQ(d.max_num_batched_tokens, 512);
   c.max_num_batched_tokens.reset();
