@@ -26,7 +26,10 @@ const std::string long_stream =
 
 // Sends a (non-streaming) request and closes the connection after `wait`
 // without reading the response.
-void send_then_disconnect(int port, const std::string& body, std::chrono::milliseconds wait) {
+// Sends a request and closes the connection without reading, once
+// `generating()` holds (polled, at most 10 s): the generation has begun.
+template <class Pred>
+void send_then_disconnect(int port, const std::string& body, Pred generating) {
   asio::io_context ioc;
   asio::ip::tcp::socket socket(ioc);
   const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -37,7 +40,10 @@ void send_then_disconnect(int port, const std::string& body, std::chrono::millis
                          if (!ec) asio::async_write(socket, asio::buffer(request), [](beast::error_code, size_t) {});
                        });
   ioc.run_for(std::chrono::seconds(5));  // returns once the request is written
-  std::this_thread::sleep_for(wait);     // the generation runs meanwhile
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!generating() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   socket.close();
 }
 
@@ -70,7 +76,7 @@ TEST(server_lifecycle, disconnect_while_not_streaming_aborts_request) {
   server_process server(args());
   ASSERT_NE(server.port(), 0) << server.log();
   send_then_disconnect(server.port(), R"({"prompt":[1,2,3],"max_tokens":1900,"ignore_eos":true})",
-                       std::chrono::milliseconds(200));
+                       [&] { return metric(server.port(), "generation_tokens_total") >= 1; });
   EXPECT_EQ(running_after_one_second(server.port()), 0) << server.log();
   const int64_t generated = metric(server.port(), "generation_tokens_total");
   EXPECT_GE(generated, 1);
