@@ -42,7 +42,9 @@
 #   PEER_SCALE=10              the peer's online runs at finite request rates send
 #                              1/10 of the prompts (at least 10): the same load for
 #                              a shorter time
-#   PEER_INF_NUM_PROMPTS=N     the peer's all-at-once burst (default: troupe's count)
+#   PEER_INF_NUM_PROMPTS=N     the peer's all-at-once burst (default: troupe's count);
+#                              when smaller, the ratios compare its TTFT and TPOT
+#                              with troupe's first N requests sent (burst_head.py)
 #   PEER_PREFIX_NUM_PROMPTS=N  the peer's prefix-caching runs (default: troupe's)
 #   PEER_LAT_ITERS=N           the peer's timed latency iterations (default: troupe's)
 #   PEER_TP_NUM_PROMPTS=N      the peer's offline prompt count (default: troupe's),
@@ -52,6 +54,8 @@
 #                              throughput (Qwen2.5-0.5B 128/128: 127 tok/s from 10
 #                              prompts on an H100, 1,406 from 100 on an H200), so
 #                              scale it only with that caveat
+#   RESULTS=PATH               where the summary says the run's files are (default
+#                              OUT_DIR; for a summary rebuilt from an archive)
 #   DOC=docs/benchmarks.md     also write the document there (benchmarks/
 #                              benchmarks_head.md, then the summary), PNGs in a
 #                              folder of the document's name (docs/benchmarks/)
@@ -389,16 +393,31 @@ serve_cmp() {  # serve_cmp troupe|peer serve|prefix KEY FILE: keeps troupe's fig
   out_tps=$(value 'Output token throughput' "$f") ttft=$(value 'Mean TTFT' "$f") tpot=$(value 'Mean TPOT' "$f")
   failed=$(value 'Failed requests:' "$f")
   if [[ $engine == troupe ]]; then
-    t_serve["$key out"]=$out_tps t_serve["$key ttft"]=$ttft t_serve["$key tpot"]=$tpot
+    t_serve["$key out"]=$out_tps t_serve["$key ttft"]=$ttft t_serve["$key tpot"]=$tpot t_serve["$key json"]=${f%.txt}.json
     return
   fi
   local t_out=${t_serve["$key out"]:-} t_ttft=${t_serve["$key ttft"]:-} t_tpot=${t_serve["$key tpot"]:-} row
-  local -a k
+  local -a k h
   read -r -a k <<<"$3"
+  # A smaller all-at-once burst for the peer: its TTFT and TPOT compare with
+  # troupe's first requests sent, as many as the peer's (burst_head.py).
+  local n_t n_p label=${k[1]}
+  if [[ $kind == serve && ${k[1]} == inf ]]; then
+    n_t=$(serve_count troupe inf) n_p=$(serve_count peer inf)
+    if ((n_p < n_t)); then
+      label="inf (peer: $n_p prompts; troupe: the whole burst of $n_t)"
+      for py in python3 /usr/bin/python3; do
+        if read -r -a h < <("$py" benchmarks/burst_head.py "${t_serve["$key json"]:-}" "$n_p" 2>/dev/null) && ((${#h[@]} == 3)); then
+          t_ttft=${h[0]} t_tpot=${h[1]} label="inf ($n_p prompts: troupe's first $n_p sent of its $n_t)"
+          break
+        fi
+      done
+    fi
+  fi
   is_behind "$t_out" "$out_tps" higher && behind+=("$kind ${k[0]} ${k[1]} (output tok/s)")
   is_behind "$t_ttft" "$ttft" lower && behind+=("$kind ${k[0]} ${k[1]} (mean TTFT)")
   is_behind "$t_tpot" "$tpot" lower && behind+=("$kind ${k[0]} ${k[1]} (mean TPOT)")
-  row="| ${k[0]} | ${k[1]} | $t_out | $out_tps | $(ratio "$t_out" "$out_tps") | $t_ttft | $ttft | $(ratio "$t_ttft" "$ttft") | $t_tpot | $tpot | $(ratio "$t_tpot" "$tpot") | $failed |"
+  row="| ${k[0]} | $label | $t_out | $out_tps | $(ratio "$t_out" "$out_tps") | $t_ttft | $ttft | $(ratio "$t_ttft" "$ttft") | $t_tpot | $tpot | $(ratio "$t_tpot" "$tpot") | $failed |"
   if [[ $kind == prefix ]]; then cmp_prefix_rows+=("$row"); else cmp_serve_rows+=("$row"); fi
 }
 
@@ -506,7 +525,7 @@ table() {
     [[ $PEER_LAT_ITERS != "$LAT_ITERS" ]] && echo "- PEER_LAT_ITERS=$PEER_LAT_ITERS: the peer's latency is timed over $PEER_LAT_ITERS iterations against troupe's $LAT_ITERS"
     [[ $PEER_TP_NUM_PROMPTS != "$TP_NUM_PROMPTS" ]] && echo "- PEER_TP_NUM_PROMPTS=\"$PEER_TP_NUM_PROMPTS\": the peer's offline runs use fewer prompts than troupe's $TP_NUM_PROMPTS (the prompts columns say how many); fewer prompts make smaller batches and a lower throughput for it"
   fi
-  echo "- results: $out (one JSON per run, with every figure and per-request arrays)"
+  echo "- results: ${RESULTS:-$out} (one JSON per run, with every figure and per-request arrays)"
   header="| ok | failed | req/s | output tok/s | mean TTFT ms | p99 TTFT ms | mean TPOT ms | p99 TPOT ms | mean ITL ms | p99 E2EL ms |"
   table "## Latency (bench latency, batch 1)" \
     "| model | engine | batch | input | output | avg s | p50 s | p99 s | prefill s | decode ms/token |" \

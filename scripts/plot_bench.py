@@ -46,10 +46,15 @@ def rate_positions(rates):
     return pos
 
 
-def label_axis(ax, pos):
+def label_axis(ax, pos, runs=(), peer_runs=()):
+    """Where the all-at-once bursts differ in size, the "inf" tick says so."""
     ticks = sorted(pos.items(), key=lambda kv: kv[1])
     ax.set_xticks([p for _, p in ticks])
-    ax.set_xticklabels([r for r, _ in ticks])
+    burst = {name: dict(rs).get("inf", {}).get("num_prompts") for name, rs in (("troupe", runs), ("peer", peer_runs))}
+    inf = "inf"
+    if burst["troupe"] and burst["peer"] and burst["troupe"] != burst["peer"]:
+        inf = f"inf\n(troupe {burst['troupe']},\npeer {burst['peer']} prompts)"
+    ax.set_xticklabels([inf if r == "inf" else r for r, _ in ticks])
     ax.set_xlabel("request rate (req/s)")
     ax.grid(True, alpha=0.3)
 
@@ -75,7 +80,7 @@ def plot_model(out_dir, model, runs, peer_runs):
     ax2 = ax1.twinx()
     ax2.plot(xs, [d["request_throughput"] for _, d in runs], "s--", color="tab:orange", label="troupe req/s")
     ax2.set_ylabel("requests/s")
-    label_axis(ax1, pos)
+    label_axis(ax1, pos, runs, peer_runs)
     ax1.set_title(f"{model}: throughput against request rate")
     fig.legend(loc="upper left", bbox_to_anchor=(0.12, 0.88))
     fig.tight_layout()
@@ -96,7 +101,7 @@ def plot_model(out_dir, model, runs, peer_runs):
             ax.set_yscale("log")  # the peer is an order of magnitude slower
         ax.set_ylabel(f"{name} (ms)")
         ax.set_title(f"{model}: {name}")
-        label_axis(ax, pos)
+        label_axis(ax, pos, runs, peer_runs)
         ax.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, f"serve_{model}_latency.png"), dpi=120)

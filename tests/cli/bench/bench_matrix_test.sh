@@ -51,6 +51,12 @@ grep -q '^| tiny-llama | troupe | 20 | 6 | 6 | 0 |' "$summary" || fail "online r
 hit=$(sed -nE 's/^\| tiny-llama \| troupe \| on \| 6 \| ([0-9.]+) \|.*/\1/p' "$summary")
 awk -v h="${hit:-0}" 'BEGIN { exit !(h > 0) }' || fail "prefix caching on: hit rate '${hit}'"
 
+# burst_head.py (the peer comparison of an all-at-once burst) agrees with the
+# tool's own means on this run's burst when it takes every request.
+"$root/tests/cli/bench/burst_head_test.sh" "$out/serve_tiny-llama_rateinf.json" >/dev/null
+rc=$?
+((rc == 0 || rc == 77)) || fail "burst_head_test.sh on serve_tiny-llama_rateinf.json"
+
 # --summary rebuilds the same summary from the files.
 cp "$summary" "$work/first.md"
 "$root/benchmarks/bench_matrix.sh" --summary "$out" >"$work/again" 2>/dev/null || fail "--summary exited non-zero"
