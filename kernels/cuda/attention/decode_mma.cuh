@@ -46,7 +46,6 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 
 template <class T, int DMAX, int ROWS>
 __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
-  pdl_begin();  // before any global memory access (launch.cuh)
   static_assert(sizeof(T) == 2 && (DMAX == 64 || DMAX == 128) && (ROWS == 8 || ROWS == 16));
   constexpr int k_chunks = DMAX / 32;  // S: 16-byte chunks of a K row per lane
   constexpr int v_chunks = DMAX / 64;  // P V: 16-byte chunks of a V row per lane
@@ -73,6 +72,30 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   const int g = lane / 4, t = lane % 4;
   const int dim_bytes = p.head_dim * static_cast<int>(sizeof(T));
   constexpr int elem = static_cast<int>(sizeof(T));
+
+  // The step's metadata (query_start_loc, seq_lens, block tables) is
+  // uploaded before the step's first kernel and written by no kernel, so
+  // it and the first table lookup are read before waiting for the kernel
+  // ahead (launch.cuh); Q and the K/V cache (this step's rows are written
+  // by qkv_rope_cache) only after.
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const char* k_head = static_cast<const char*>(p.k_cache) +
+                       static_cast<int64_t>(kv_head) * p.head_dim * elem;
+  const char* v_head = static_cast<const char*>(p.v_cache) +
+                       static_cast<int64_t>(kv_head) * p.head_dim * elem;
+  const int64_t row_bytes = p.kv_row_stride * elem;
+  // A step's 16 keys start at a multiple of 16; with block_size % 16 == 0
+  // they share one block: one table lookup a step, issued a step ahead.
+  const bool one_block_a_step = (p.block_size & (mma_step_keys - 1)) == 0;
+  constexpr int step_stride = decode_warps * mma_step_keys;
+  int step = key_begin + warp * mma_step_keys;
+  int step_slot = one_block_a_step && step < key_end ? slot_of(p, table, step) : 0;
+  auto row_offset = [&](int key) -> int64_t {  // bytes, for a key before key_end
+    const int slot = one_block_a_step ? step_slot + (key - step) : slot_of(p, table, key);
+    return static_cast<int64_t>(slot) * row_bytes;
+  };
+
+  pdl_begin();
 
   // Q's A fragments: qa[kk] = {a0, a2} of head row g, qb[kk] of row g + 8.
   uint32_t qa[k_steps][2], qb[k_steps][2];
@@ -105,23 +128,6 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   for (int n = 0; n < out_tiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};  // head rows g and g + 8, exp2 domain
   float l[2] = {0.0f, 0.0f};            // this lane's part of their sums
-
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const char* k_head = static_cast<const char*>(p.k_cache) +
-                       static_cast<int64_t>(kv_head) * p.head_dim * elem;
-  const char* v_head = static_cast<const char*>(p.v_cache) +
-                       static_cast<int64_t>(kv_head) * p.head_dim * elem;
-  const int64_t row_bytes = p.kv_row_stride * elem;
-  // A step's 16 keys start at a multiple of 16; with block_size % 16 == 0
-  // they share one block: one table lookup a step, issued a step ahead.
-  const bool one_block_a_step = (p.block_size & (mma_step_keys - 1)) == 0;
-  constexpr int step_stride = decode_warps * mma_step_keys;
-  int step = key_begin + warp * mma_step_keys;
-  int step_slot = one_block_a_step && step < key_end ? slot_of(p, table, step) : 0;
-  auto row_offset = [&](int key) -> int64_t {  // bytes, for a key before key_end
-    const int slot = one_block_a_step ? step_slot + (key - step) : slot_of(p, table, key);
-    return static_cast<int64_t>(slot) * row_bytes;
-  };
 
   for (; step < key_end; step += step_stride) {  // warp-uniform
     uint4 kc[2][k_chunks];  // keys step + g and step + 8 + g
@@ -238,6 +244,7 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
       }
     }
   }
+  prefetch_share(p);  // this warp's loads are done: the next weights' turn
   if (t == 0) {
     s_max[warp][g] = m[0];
     s_sum[warp][g] = l[0];
