@@ -154,11 +154,7 @@ def main():
                  f"{100 * bound1 / ms1:.0f}%", "90%"))
     # The same with one of this build's decode speed-ups turned off.
     for name, env, label in (("latency-b1-cublas", {"TROUPE_GEMV": "off"}, "cuBLAS only (TROUPE_GEMV=off)"),
-                             ("latency-b1-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)"),
-                             ("latency-b1-no-gemv-prefetch", {"TROUPE_GEMV_PREFETCH": "0"},
-                              "no GEMV weight prefetch (TROUPE_GEMV_PREFETCH=0)"),
-                             ("latency-b1-no-l2-prefetch", {"TROUPE_L2_PREFETCH": "0"},
-                              "no o_proj prefetch by the attention (TROUPE_L2_PREFETCH=0)")):
+                             ("latency-b1-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)")):
         ms = bench_latency(a.model, a.out, name, 1, 128, 128, *it, [],
                            env_extra=env)["avg_decode_ms_per_output_token"]
         rows.append((f"batch-1 decode, {label}", f"{ms:.2f} ms per token = {1000 / ms:.0f} tokens/s",
@@ -174,9 +170,7 @@ def main():
                  f"{ms64:.2f} ms per step = {64 * 1000 / ms64:.0f} tokens/s",
                  f"weights + K/V at mean context {ctx:.0f}: {bytes64 / 1e9:.2f} GB = {bound64:.2f} ms",
                  f"{100 * bound64 / ms64:.0f}%", "80%"))
-    for name, env, label in (("latency-b64-1k-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)"),
-                             ("latency-b64-1k-no-l2-prefetch", {"TROUPE_L2_PREFETCH": "0"},
-                              "no o_proj prefetch by the attention (TROUPE_L2_PREFETCH=0)")):
+    for name, env, label in (("latency-b64-1k-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)"),):
         ms = bench_latency(a.model, a.out, name, 64, 1024, 128, *it,
                            ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"],
                            env_extra=env)["avg_decode_ms_per_output_token"]

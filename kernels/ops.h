@@ -123,12 +123,6 @@ class ops {
                                const attention_metadata& meta, int64_t num_heads,
                                int64_t num_kv_heads, int64_t head_dim, float scale,
                                const tensor& out) = 0;
-  // A hint for the next paged_attention: `w` is read soon after it (the
-  // output projection). A backend may fetch it into cache while the
-  // attention finishes (CUDA: the decode attention's blocks prefetch it
-  // into L2 as they end). Changes no result; the next paged_attention
-  // consumes it.
-  virtual void prefetch_after_attention(const tensor& /*w*/) {}
   // gate_up is [n, 2 * d]: out = silu(gate_up[:, :d]) * gate_up[:, d:].
   virtual void silu_and_mul(const tensor& gate_up, const tensor& out) = 0;
   // Copies whole KV blocks: block src_blocks[i] of `src` to block

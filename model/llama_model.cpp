@@ -153,7 +153,6 @@ void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
                       in.slot_mapping, cache, q);
   const tensor attn = ws_.attn.row_slice(0, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-  ops_.prefetch_after_attention(w.o_proj);
   ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,
                        config_.num_key_value_heads, config_.head_dim, scale, attn);
   ops_.linear(attn, w.o_proj, nullptr, hidden);

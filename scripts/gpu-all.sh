@@ -4,9 +4,8 @@
 # for a GPU host that ends each command after some minutes:
 #
 #   scripts/gpu-all.sh start OUT      sanity checks in the foreground (the
-#                                     GEMV and kernel tests, the goldens; where
-#                                     they fail, again with TROUPE_PDL=0 and the
-#                                     prefetches off, then
+#                                     GEMV, kernel and attention tests, the goldens; where
+#                                     they fail, again with TROUPE_PDL=0, then
 #                                     also TROUPE_GEMV=off, and the long part
 #                                     runs the first way that passed; if none
 #                                     did, it stops here), then the rest detached
@@ -65,11 +64,11 @@ case $cmd in
     # and run the long part the first way that passes (and say so).
     fallback=
     if ! sanity defaults cuda_gemv_test cuda_kernels_test cuda_attention_test; then
-      export TROUPE_GEMV_PREFETCH=0 TROUPE_L2_PREFETCH=0 TROUPE_PDL=0
-      fallback="TROUPE_GEMV_PREFETCH=0 TROUPE_L2_PREFETCH=0 TROUPE_PDL=0"
+      export TROUPE_PDL=0
+      fallback="TROUPE_PDL=0"
       if ! sanity no-pdl cuda_gemv_test cuda_kernels_test cuda_attention_test; then
         export TROUPE_GEMV=off
-        fallback="TROUPE_GEMV_PREFETCH=0 TROUPE_L2_PREFETCH=0 TROUPE_PDL=0 TROUPE_GEMV=off"
+        fallback="TROUPE_PDL=0 TROUPE_GEMV=off"
         # (the GEMV's own test no longer matters: the engine does not use it)
         if ! sanity no-pdl-no-gemv cuda_kernels_test; then pack; echo "gpu-all: stopped before the long part"; exit 1; fi
       fi

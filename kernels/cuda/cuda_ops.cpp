@@ -515,23 +515,7 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
   a.scale = scale;
   a.workspace = impl_->attention_workspace;
   a.workspace_bytes = impl_->attention_workspace_bytes;
-  a.prefetch = impl_->next_prefetch;
-  a.prefetch_bytes = impl_->next_prefetch_bytes;
-  impl_->next_prefetch = nullptr;
-  impl_->next_prefetch_bytes = 0;
   cuda::paged_attention(element_of(q.type), a, impl_->stream);
-}
-
-void cuda_ops::prefetch_after_attention(const tensor& w) {
-  if (!impl_->l2_prefetch || w.data == nullptr) return;
-  if (impl_->l2_bytes == 0) {
-    int l2 = 0;
-    TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, impl_->device));
-    impl_->l2_bytes = std::max(l2, 1);
-  }
-  impl_->next_prefetch = w.data;
-  impl_->next_prefetch_bytes =
-      std::min<int64_t>(w.rows * w.cols * static_cast<int64_t>(dtype_size(w.type)), impl_->l2_bytes / 2);
 }
 
 void cuda_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {

@@ -73,7 +73,6 @@ class cuda_ops final : public ops {
                        const attention_metadata& meta, int64_t num_heads,
                        int64_t num_kv_heads, int64_t head_dim, float scale,
                        const tensor& out) override;
-  void prefetch_after_attention(const tensor& w) override;
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;

@@ -65,16 +65,6 @@ struct cuda_ops::impl {
   cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
   std::map<int64_t, cudaGraphExec_t> graphs;
-  // prefetch_after_attention's hint for the next paged_attention (bytes
-  // capped at half of L2; TROUPE_L2_PREFETCH=0 ignores hints).
-  const void* next_prefetch = nullptr;
-  int64_t next_prefetch_bytes = 0;
-  int64_t l2_bytes = 0;
-  bool l2_prefetch = [] {
-    const char* v = std::getenv("TROUPE_L2_PREFETCH");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
   // Decode products (gemm_choice): TROUPE_GEMV=auto (default: each shape
   // of up to gemv_max_rows rows timed at warm-up, GEMV variants against
   // cuBLAS), off (cuBLAS only) or v0..v3 (that variant wherever it runs).

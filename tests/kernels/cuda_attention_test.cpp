@@ -145,7 +145,6 @@ class cuda_attention : public ::testing::TestWithParam<element_type> {
   void expect_matches(const std::vector<float>& got, const std::vector<float>& want, int64_t n,
                       int64_t head_dim, int64_t cols, const std::string& what) const;
 
-  int64_t prefetch_bytes_ = 0;  // a prefetch hint of this many bytes (0: none)
   std::vector<void*> buffers_;
 };
 
@@ -243,10 +242,6 @@ std::vector<int> cuda_attention::check(const attention_case& c, const std::vecto
   }
   a.workspace_bytes = cuda::paged_attention_workspace_bytes(workspace_seq_splits, heads, c.head_dim);
   a.workspace = a.workspace_bytes > 0 ? device(a.workspace_bytes) : nullptr;
-  if (prefetch_bytes_ > 0) {
-    a.prefetch = device(static_cast<size_t>(prefetch_bytes_));
-    a.prefetch_bytes = prefetch_bytes_;
-  }
 
   std::vector<float> want = h.want;
   want.resize(static_cast<size_t>((n + padding_rows) * cols), nan_value);
@@ -338,25 +333,6 @@ TEST_P(cuda_attention, decode_batches_of_mixed_lengths) {
     c.num_kv_heads = 8;
     c.seed = static_cast<uint32_t>(batch);
     check(c, {0, 1, 64, 128});
-    if (HasFatalFailure()) return;
-  }
-}
-
-// The hint to prefetch the next weights into L2 as the decode blocks end
-// changes no result: Llama-3.1-8B's shape at a few batch sizes, with a
-// region that is not a whole number of 128-byte lines, split and not.
-TEST_P(cuda_attention, decode_with_a_prefetch_hint) {
-  prefetch_bytes_ = (1 << 20) + 77;
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int32_t> length(1, 2048);
-  for (int batch : {1, 5, 64}) {
-    std::vector<int32_t> contexts;
-    for (int i = 0; i < batch; ++i) contexts.push_back(length(rng));
-    attention_case c;
-    c.seqs = decodes(contexts);
-    c.num_kv_heads = 8;
-    c.seed = static_cast<uint32_t>(100 + batch);
-    check(c, {0, 1, 16});
     if (HasFatalFailure()) return;
   }
 }

@@ -215,23 +215,5 @@ TEST_F(cuda_gemv, tuning_rejects_a_variant_that_misses_outputs) {
   EXPECT_EQ(ops_->product_kernel(x, w, out), "cuBLAS");
 }
 
-// Host arithmetic, runs without a GPU: how much of each weight row a warp
-// prefetches into L2 before waiting for the kernel ahead.
-TEST(gemv_prefetch, bytes_fill_the_budget_in_whole_lines_and_at_most_a_row) {
-  // 25 MiB over 2,048 resident warps of 2 rows: 6,400 bytes a row (50 lines).
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(25 << 20, 2048, 2, 8192), 6400);
-  // Rounded down to a whole 128-byte line: 1 MiB / 3 rows = 349,525 -> 349,440.
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(1 << 20, 1, 3, 1 << 20), 349440);
-  // Few warps: the whole row and no more.
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(25 << 20, 16, 1, 8192), 8192);
-  // A budget smaller than a line a row: nothing.
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(1000, 8, 1, 8192), 0);
-  // Off, or nonsense: nothing.
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(0, 2048, 2, 8192), 0);
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(25 << 20, 0, 2, 8192), 0);
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(25 << 20, 2048, 0, 8192), 0);
-  EXPECT_EQ(cuda::gemv_prefetch_bytes(25 << 20, 2048, 2, 0), 0);
-}
-
 }  // namespace
 }  // namespace troupe

@@ -174,8 +174,6 @@ void paged_attention(element_type t, const paged_attention_args& args, cudaStrea
   p.head_chunks = plan.head_chunks;
   p.num_splits = plan.num_splits;
   p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
-  p.prefetch = static_cast<const char*>(a.prefetch);
-  p.prefetch_bytes = a.prefetch == nullptr ? 0 : a.prefetch_bytes;
   if (plan.num_splits > 1) {
     const int64_t rows = a.num_seqs * a.num_heads * plan.num_splits;
     p.partial_out = static_cast<float*>(a.workspace);

@@ -57,11 +57,6 @@ struct paged_attention_args {
   // kernel derives each split's key range from the live seq_lens on the
   // device, so any count stays correct as contexts grow).
   int num_splits = 0;
-  // Bytes the decode kernel's blocks prefetch into L2 as they end, shared
-  // among them (the output projection's weights, read next; a hint that
-  // changes no result). Null or 0: none.
-  const void* prefetch = nullptr;
-  int64_t prefetch_bytes = 0;
 };
 
 void paged_attention(element_type t, const paged_attention_args& a, cudaStream_t stream);

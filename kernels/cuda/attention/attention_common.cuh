@@ -17,22 +17,6 @@ __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / 
 // Slot of `key` (a position in its sequence) through the sequence's block
 // table row: block_id * block_size + offset (a slot index fits 32 bits; the
 // element offset slot * kv_row_stride may not).
-// This block's share of p.prefetch_bytes (whole 128-byte lines inside it),
-// asked of L2: the weights read after the attention, fetched while the
-// blocks finish instead of after. Each thread of the block takes every
-// blockDim.x-th line of the share. A hint: nothing waits for it.
-__device__ __forceinline__ void prefetch_share(const params& p) {
-  if (p.prefetch_bytes < 128) return;
-  const int64_t blocks = int64_t(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t block = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  const int64_t lines = p.prefetch_bytes / 128;
-  const int64_t per_block = (lines + blocks - 1) / blocks;
-  const int64_t first = block * per_block;
-  const int64_t last = first + per_block < lines ? first + per_block : lines;
-  for (int64_t line = first + threadIdx.x; line < last; line += blockDim.x)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p.prefetch + line * 128));
-}
-
 __device__ __forceinline__ int slot_of(const params& p, const int32_t* table, int key) {
   int block, offset;
   if (p.block_shift >= 0) {

@@ -35,10 +35,6 @@ struct params {
   int head_chunks = 1;  // decode: blocks per KV head (query heads split in chunks)
   int num_splits = 1;   // decode
   float scale_log2 = 0.0f;  // softmax scale * log2(e): scores live in the exp2 domain
-  // Decode (tensor-core kernel): bytes its blocks prefetch into L2 as they
-  // end, each block an equal share (paged_attention_args::prefetch).
-  const char* prefetch = nullptr;
-  int64_t prefetch_bytes = 0;
 };
 
 // Head-dimension variants: vectorised rows of 16 bytes (head_dim * element

@@ -244,7 +244,6 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
       }
     }
   }
-  prefetch_share(p);  // this warp's loads are done: the next weights' turn
   if (t == 0) {
     s_max[warp][g] = m[0];
     s_sum[warp][g] = l[0];

@@ -1,11 +1,5 @@
 #include "kernels/cuda/gemm/gemv.h"
 
-#include <algorithm>
-#include <array>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
-
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -50,40 +44,24 @@ __device__ __forceinline__ OutT store_as(float v) {
 // before any is used, so that enough bytes are in flight per SM to cover
 // the memory latency. Weights are loaded with the streaming hint (read
 // once, not kept in L1); x stays in L1/L2 (re-read by every warp).
-//
-// Before waiting for the kernel ahead (programmatic dependent launch,
-// launch.cuh), each warp asks L2 for the first prefetch_bytes of its weight
-// rows: weights are written by no kernel of a forward pass, so with PDL
-// their fetch from memory overlaps the end of the kernel ahead (a norm or
-// the attention), instead of starting only once x is ready. prefetch_bytes
-// is sized on the host so that what the resident warps ask for fits in
-// part of L2 (gemv_prefetch_bytes); 0 turns it off.
 template <class T, class OutT, int M, int UNROLL, int ROWS>
 __global__ void __launch_bounds__(warps_per_block * 32)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, int64_t n, int64_t k,
-                OutT* __restrict__ out, int64_t prefetch_bytes) {
+                OutT* __restrict__ out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t warp = int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int64_t row0 = warp * ROWS;
-  // Rows past n re-read the last row (their sums are not stored).
-  const T* wrow[ROWS];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) wrow[r] = w + (row0 + r < n ? row0 + r : n - 1) * k;
-  if (row0 < n) {
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      const char* bytes = reinterpret_cast<const char*>(wrow[r]);
-      for (int64_t off = int64_t(lane) * 128; off < prefetch_bytes; off += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(bytes + off));
-    }
-  }
-  pdl_begin();  // before reading x or writing out (launch.cuh)
   if (row0 >= n) return;
   float acc[ROWS][M];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
+  // Rows past n re-read the last row (their sums are not stored).
+  const T* wrow[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) wrow[r] = w + (row0 + r < n ? row0 + r : n - 1) * k;
 
   constexpr int64_t step = 32 * 8;
   for (int64_t base = int64_t(lane) * 8; base < k; base += step * UNROLL) {
@@ -140,45 +118,12 @@ constexpr variant_info variants[] = {
 };
 constexpr int num_variants = sizeof(variants) / sizeof(variants[0]);
 
-// Per device, cached: the SM count and the L2 bytes the prefetch may fill
-// (half of L2; 0 with TROUPE_GEMV_PREFETCH=0).
-struct device_facts {
-  int sms = 0;
-  int64_t prefetch_budget = 0;
-};
-
-const device_facts& facts() {
-  constexpr int max_devices = 64;
-  static std::array<std::once_flag, max_devices> once;
-  static std::array<device_facts, max_devices> cached;
-  int device = 0;
-  TROUPE_CUDA_CHECK(cudaGetDevice(&device));
-  const auto d = static_cast<size_t>(device < max_devices ? device : 0);
-  std::call_once(once[d], [&] {
-    int l2 = 0;
-    TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&cached[d].sms, cudaDevAttrMultiProcessorCount, device));
-    TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-    cached[d].prefetch_budget = gemv_prefetch_enabled() ? int64_t{l2} / 2 : 0;
-  });
-  return cached[d];
-}
-
 template <class T, class OutT, int M, int UNROLL, int ROWS>
 void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, cudaStream_t stream) {
-  const auto kernel = gemv_kernel<T, OutT, M, UNROLL, ROWS>;
   const int64_t warps = (n + ROWS - 1) / ROWS;
   const auto blocks = static_cast<unsigned>((warps + warps_per_block - 1) / warps_per_block);
-  static const int blocks_per_sm = [&] {
-    int b = 0;
-    TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, warps_per_block * 32, 0));
-    return b;
-  }();
-  const device_facts& f = facts();
-  const int64_t resident = std::min<int64_t>(warps, int64_t{f.sms} * blocks_per_sm * warps_per_block);
-  const int64_t prefetch = gemv_prefetch_bytes(f.prefetch_budget, resident, ROWS,
-                                               k * static_cast<int64_t>(sizeof(T)));
-  launch_pdl(kernel, blocks, warps_per_block * 32, 0, stream, static_cast<const T*>(x),
-             static_cast<const T*>(w), n, k, static_cast<OutT*>(out), prefetch);
+  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS>, blocks, warps_per_block * 32, 0, stream,
+      static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out));
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -209,22 +154,6 @@ void launch_rows(int variant, const void* x, int64_t m, const void* w, int64_t n
 }
 
 }  // namespace
-
-bool gemv_prefetch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TROUPE_GEMV_PREFETCH");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
-  return on;
-}
-
-int64_t gemv_prefetch_bytes(int64_t budget, int64_t resident_warps, int rows_per_warp,
-                            int64_t row_bytes) {
-  if (budget <= 0 || resident_warps <= 0 || rows_per_warp <= 0 || row_bytes <= 0) return 0;
-  const int64_t per_row = budget / (resident_warps * rows_per_warp) / 128 * 128;
-  return std::min(per_row, row_bytes);
-}
 
 int gemv_num_variants() { return num_variants; }
 

@@ -25,15 +25,6 @@ const char* gemv_variant_name(int variant);
 // k a multiple of 8, x and w 16-byte aligned.
 bool gemv_supported(element_type t, int64_t m, int64_t k, const void* x, const void* w);
 
-// Bytes of each weight row a warp prefetches into L2 before waiting for the
-// kernel ahead: what `budget` bytes of L2 hold for resident_warps warps of
-// rows_per_warp rows, in whole 128-byte lines, at most row_bytes; 0 when
-// any argument is not positive. (Host arithmetic; tested on the CPU.)
-int64_t gemv_prefetch_bytes(int64_t budget, int64_t resident_warps, int rows_per_warp,
-                            int64_t row_bytes);
-// Off with TROUPE_GEMV_PREFETCH=0 (or off, false), for comparisons.
-bool gemv_prefetch_enabled();
-
 // out row i starts at out + i * n (elements of the output type: t, or
 // float32 when out_f32). REQUIRES: gemv_supported(t, m, k, x, w).
 void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, const void* w,
