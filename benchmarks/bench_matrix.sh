@@ -406,12 +406,10 @@ serve_cmp() {  # serve_cmp troupe|peer serve|prefix KEY FILE: keeps troupe's fig
     n_t=$(serve_count troupe inf) n_p=$(serve_count peer inf)
     if ((n_p < n_t)); then
       label="inf (peer: $n_p prompts; troupe: the whole burst of $n_t)"
-      for py in python3 /usr/bin/python3; do
-        if read -r -a h < <("$py" benchmarks/burst_head.py "${t_serve["$key json"]:-}" "$n_p" 2>/dev/null) && ((${#h[@]} == 3)); then
-          t_ttft=${h[0]} t_tpot=${h[1]} label="inf ($n_p prompts: troupe's first $n_p sent of its $n_t)"
-          break
-        fi
-      done
+      if read -r -a h < <(python3 benchmarks/burst_head.py "${t_serve["$key json"]:-}" "$n_p" 2>/dev/null) &&
+        ((${#h[@]} == 3)); then
+        t_ttft=${h[0]} t_tpot=${h[1]} label="inf ($n_p prompts: troupe's first $n_p sent of its $n_t)"
+      fi
     fi
   fi
   is_behind "$t_out" "$out_tps" higher && behind+=("$kind ${k[0]} ${k[1]} (output tok/s)")

@@ -1,10 +1,10 @@
 #include "actors/worker/model_runner.h"
 
 #include <algorithm>
-#include <numeric>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 #include "common/check.h"
 #include "config/logging.h"

@@ -109,8 +109,8 @@ void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, 
     if (d % width == 0 && rows <= 65535) {
       const int64_t vecs = d / width;
       const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(rows));
-      launch_pdl(silu_and_mul_vec_kernel<T>, grid, 128, 0, stream, static_cast<const T*>(gate_up), d,
-                                                           static_cast<T*>(out));
+      launch_pdl(silu_and_mul_vec_kernel<T>, grid, 128, 0, stream,
+                 static_cast<const T*>(gate_up), d, static_cast<T*>(out));
       return;
     }
     launch_pdl(silu_and_mul_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
@@ -128,8 +128,8 @@ void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const voi
     if (cols % width == 0 && num_tokens <= 65535) {
       const int64_t vecs = cols / width;
       const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(num_tokens));
-      launch_pdl(embedding_vec_kernel<T>, grid, 128, 0, stream, ids, static_cast<const T*>(table), cols,
-                                                        static_cast<T*>(out));
+      launch_pdl(embedding_vec_kernel<T>, grid, 128, 0, stream, ids,
+                 static_cast<const T*>(table), cols, static_cast<T*>(out));
       return;
     }
     launch_pdl(embedding_kernel<T>, static_cast<unsigned>(num_tokens), 256, 0, stream,

@@ -103,15 +103,17 @@ void launch(void* residual, const void* x, const void* w, float eps, int64_t row
     const int64_t vecs = cols / width;
     int64_t threads = (vecs + max_vecs - 1) / max_vecs;
     threads = std::max<int64_t>(32, (threads + 31) / 32 * 32);
-    launch_pdl(rms_norm_vec_kernel<T, add_residual>, static_cast<unsigned>(rows * segments), static_cast<unsigned>(threads), 0, stream,
-        static_cast<T*>(residual), static_cast<const T*>(x), static_cast<const T*>(w), eps, cols,
-        row_stride, segment_stride, segments, static_cast<T*>(out));
+    launch_pdl(rms_norm_vec_kernel<T, add_residual>, static_cast<unsigned>(rows * segments),
+               static_cast<unsigned>(threads), 0, stream, static_cast<T*>(residual),
+               static_cast<const T*>(x), static_cast<const T*>(w), eps, cols, row_stride,
+               segment_stride, segments, static_cast<T*>(out));
     TROUPE_CUDA_CHECK_LAUNCH();
     return;
   }
-  launch_pdl(rms_norm_kernel<T, add_residual>, static_cast<unsigned>(rows * segments), threads_per_row, 0, stream,
-      static_cast<T*>(residual), static_cast<const T*>(x), static_cast<const T*>(w), eps, cols,
-      row_stride, segment_stride, segments, static_cast<T*>(out));
+  launch_pdl(rms_norm_kernel<T, add_residual>, static_cast<unsigned>(rows * segments),
+             threads_per_row, 0, stream, static_cast<T*>(residual), static_cast<const T*>(x),
+             static_cast<const T*>(w), eps, cols, row_stride, segment_stride, segments,
+             static_cast<T*>(out));
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
