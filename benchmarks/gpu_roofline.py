@@ -151,31 +151,41 @@ def main():
     rows.append(("batch-1 decode (128 in / 128 out)", f"{ms1:.2f} ms per token = {1000 / ms1:.0f} tokens/s"
                  + (f" (GEMM tuning: {tuned})" if tuned else ""),
                  f"weights {m['weight_bytes'] / 1e9:.2f} GB / {copy_gbps:.0f} GB/s = {bound1:.2f} ms",
-                 f"{100 * bound1 / ms1:.0f}%", "90%"))
+                 f"{100 * bound1 / ms1:.1f}%", "90%"))
     # The same with one of this build's decode speed-ups turned off.
     for name, env, label in (("latency-b1-cublas", {"TROUPE_GEMV": "off"}, "cuBLAS only (TROUPE_GEMV=off)"),
-                             ("latency-b1-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)")):
+                             ("latency-b1-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)"),
+                             ("latency-b1-no-preload", {"TROUPE_GEMV_PRELOAD": "0"},
+                              "weights only after the PDL wait (TROUPE_GEMV_PRELOAD=0)"),
+                             ("latency-b1-no-glu", {"TROUPE_GLU": "off"},
+                              "gate/up product and SiLU-and-mul apart (TROUPE_GLU=off)")):
         ms = bench_latency(a.model, a.out, name, 1, 128, 128, *it, [],
                            env_extra=env)["avg_decode_ms_per_output_token"]
         rows.append((f"batch-1 decode, {label}", f"{ms:.2f} ms per token = {1000 / ms:.0f} tokens/s",
-                     "the same", f"{100 * bound1 / ms:.0f}%", ""))
+                     "the same", f"{100 * bound1 / ms:.1f}%", ""))
 
     b64 = bench_latency(a.model, a.out, "latency-b64-1k", 64, 1024, 128, *it,
-                        ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"])
+                        ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"], log_level="debug")
     ms64 = b64["avg_decode_ms_per_output_token"]
+    tuned64 = gemm_tuning(os.path.join(a.out, "latency-b64-1k.log"))
     ctx = 1024 + 128 / 2
     bytes64 = m["weight_bytes"] + 64 * ctx * m["kv_bytes_per_token"]
     bound64 = bytes64 / (copy_gbps * 1e6)
     rows.append(("batch-64 decode at 1k context (1024 in / 128 out)",
-                 f"{ms64:.2f} ms per step = {64 * 1000 / ms64:.0f} tokens/s",
+                 f"{ms64:.2f} ms per step = {64 * 1000 / ms64:.0f} tokens/s"
+                 + (f" (GEMM tuning: {tuned64})" if tuned64 else ""),
                  f"weights + K/V at mean context {ctx:.0f}: {bytes64 / 1e9:.2f} GB = {bound64:.2f} ms",
-                 f"{100 * bound64 / ms64:.0f}%", "80%"))
-    ms = bench_latency(a.model, a.out, "latency-b64-1k-no-pdl", 64, 1024, 128, *it,
-                       ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"],
-                       env_extra={"TROUPE_PDL": "0"})["avg_decode_ms_per_output_token"]
-    rows.append(("batch-64 decode at 1k context, plain launches (TROUPE_PDL=0)",
-                 f"{ms:.2f} ms per step = {64 * 1000 / ms:.0f} tokens/s", "the same",
-                 f"{100 * bound64 / ms:.0f}%", ""))
+                 f"{100 * bound64 / ms64:.1f}%", "80%"))
+    for name, env, label in (("latency-b64-1k-no-skinny", {"TROUPE_SKINNY": "off"},
+                              "cuBLAS for the products (TROUPE_SKINNY=off)"),
+                             ("latency-b64-1k-no-preload", {"TROUPE_GEMV_PRELOAD": "0"},
+                              "weights only after the PDL wait (TROUPE_GEMV_PRELOAD=0)")):
+        ms = bench_latency(a.model, a.out, name, 64, 1024, 128, *it,
+                           ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"],
+                           env_extra=env)["avg_decode_ms_per_output_token"]
+        rows.append((f"batch-64 decode at 1k context, {label}",
+                     f"{ms:.2f} ms per step = {64 * 1000 / ms:.0f} tokens/s", "the same",
+                     f"{100 * bound64 / ms:.1f}%", ""))
 
     pf = bench_latency(a.model, a.out, "latency-prefill-8x1024", 8, 1024, 1, *it,
                        ["--max-num-batched-tokens", "8192", "--max-model-len", "2048"])

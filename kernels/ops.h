@@ -125,6 +125,15 @@ class ops {
                                const tensor& out) = 0;
   // gate_up is [n, 2 * d]: out = silu(gate_up[:, :d]) * gate_up[:, d:].
   virtual void silu_and_mul(const tensor& gate_up, const tensor& out) = 0;
+  // The MLP's gated product: out = silu(x w[:d]^T) * (x w[d:]^T) for w
+  // [2d, in] (gate rows, then up rows), out [n, d]. gate_up [n, 2d] is
+  // scratch for backends that take two steps (this default: linear, then
+  // silu_and_mul; cuda fuses them for decode batches where that is faster).
+  virtual void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
+                            const tensor& out) {
+    linear(x, w, nullptr, gate_up);
+    silu_and_mul(gate_up, out);
+  }
   // Copies whole KV blocks: block src_blocks[i] of `src` to block
   // dst_blocks[i] of `dst`, K and V (swapping between device and host
   // caches, copy-on-write). The index arrays are host memory.

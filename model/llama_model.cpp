@@ -159,8 +159,7 @@ void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
   const tensor gate_up = ws_.gate_up.row_slice(0, n);
   const tensor act = ws_.act.row_slice(0, n);
-  ops_.linear(normed, w.gate_up_proj, nullptr, gate_up);
-  ops_.silu_and_mul(gate_up, act);
+  ops_.gated_linear(normed, w.gate_up_proj, gate_up, act);
   ops_.linear(act, w.down_proj, nullptr, hidden);
 }
 

@@ -1,6 +1,8 @@
 // cuda_ops' dense products: cuBLAS, or for decode shapes of up to
-// cuda::gemv_max_rows rows the GEMV kernel where start-up tuning found it
-// faster and equal (docs/gpu.md, "Decode GEMV").
+// cuda::gemv_max_rows rows the GEMV kernel and up to cuda::skinny_max_rows
+// the skinny tensor-core kernel where start-up tuning found them faster and
+// equal; gated_linear's gate/up product with SiLU-and-mul fused in the
+// GEMV (docs/gpu.md, "Decode GEMV").
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,12 +29,20 @@ void cuda_ops::allow_tuning(bool on) {
 std::string cuda_ops::tuning_report() const {
   const impl& m = *impl_;
   if (m.tuning_lines.empty()) return {};
-  int gemv = 0;
-  for (const auto& [key, choice] : m.gemm_choices) gemv += choice >= 0 ? 1 : 0;
+  int gemv = 0, skinny = 0, glu = 0;
+  for (const auto& [key, choice] : m.gemm_choices) {
+    if (choice < 0) continue;
+    if (std::get<5>(key)) {
+      ++glu;
+    } else {
+      ++(choice < cuda::gemv_num_variants() ? gemv : skinny);
+    }
+  }
   std::string r = "decode GEMM tuning: " + std::to_string(m.gemm_choices.size()) +
                   " shapes timed in " + std::to_string(static_cast<int>(m.tuning_ms)) +
-                  " ms, GEMV kept for " + std::to_string(gemv) + ", cuBLAS for " +
-                  std::to_string(m.gemm_choices.size() - gemv);
+                  " ms, GEMV kept for " + std::to_string(gemv) + ", GEMV-GLU for " +
+                  std::to_string(glu) + ", skinny for " + std::to_string(skinny) + ", cuBLAS for " +
+                  std::to_string(m.gemm_choices.size() - gemv - glu - skinny);
   for (const std::string& line : m.tuning_lines) r += "\n  " + line;
   return r;
 }
@@ -71,16 +81,19 @@ double time_cold_us(cudaStream_t stream, F&& run, G&& prepare) {
 
 }  // namespace
 
-int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
+int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated) {
   impl& m = *impl_;
   if (m.gemv_mode == impl::gemv_off || w.type == dtype::f32 ||
-      (out.type != w.type && out.type != dtype::f32) ||
-      !cuda::gemv_supported(element_of(w.type), x.rows, x.cols, x.data, w.data)) {
+      (out.type != w.type && out.type != dtype::f32) || (gated && (!m.glu_on || out.type != w.type))) {
     return -1;
   }
-  if (m.gemv_mode >= 0) return m.gemv_mode;
+  const cuda::element_type et = element_of(w.type);
+  const bool gemv_ok = cuda::gemv_supported(et, x.rows, x.cols, x.data, w.data);
+  const bool skinny_ok = !gated && m.skinny_on && cuda::skinny_supported(et, x.rows, x.cols, x.data, w.data);
+  if (!gemv_ok && !skinny_ok) return -1;
+  if (m.gemv_mode >= 0) return gemv_ok && !gated ? m.gemv_mode : -1;  // a forced GEMV variant
   const auto key = std::make_tuple(x.rows, w.rows, w.cols, static_cast<int>(w.type),
-                                   static_cast<int>(out.type));
+                                   static_cast<int>(out.type), gated);
   if (auto it = m.gemm_choices.find(key); it != m.gemm_choices.end()) return it->second;
   if (!m.tuning_allowed) return -1;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -88,10 +101,12 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
   if (status != cudaStreamCaptureStatusNone) return -1;
 
   const auto start = std::chrono::steady_clock::now();
+  const int64_t n_out = gated ? w.rows / 2 : w.rows;  // outputs a row
   const size_t elem = dtype_size(w.type), out_elem = dtype_size(out.type);
   const size_t x_bytes = static_cast<size_t>(x.rows * x.cols) * elem;
-  const size_t count = static_cast<size_t>(x.rows * w.rows);
+  const size_t count = static_cast<size_t>(x.rows * n_out);
   const size_t out_bytes = count * out_elem;
+  const size_t gate_up_bytes = gated ? static_cast<size_t>(x.rows * w.rows) * elem : 0;
   // Private inputs and outputs: random x (the warm-up's own activations are
   // degenerate: identical rows, zeros after attention over an empty cache)
   // and an output filled with NaN before every run, so that an output a
@@ -101,7 +116,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
     TROUPE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, m.device));
     return std::max<size_t>(2 * static_cast<size_t>(l2), size_t{16} << 20);
   }();
-  const size_t need = flush_need + x_bytes + out_bytes + 256;
+  const auto align = [](size_t b) { return (b + 255) & ~size_t{255}; };
+  const size_t need = flush_need + align(x_bytes) + align(out_bytes) + align(gate_up_bytes);
   if (m.flush_buffer == nullptr || m.flush_bytes < need) {
     if (m.flush_buffer != nullptr) {
       TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
@@ -118,11 +134,12 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
   }
   char* base = static_cast<char*>(m.flush_buffer);
   void* tx = base + flush_need;
-  void* tout = base + ((flush_need + x_bytes + 127) & ~size_t{127});
-  cuda::fill_dummy(element_of(w.type), tx, x.rows * x.cols, 0x5eed0000u + static_cast<uint64_t>(x.cols), 1.0f,
-                   0.0f, m.stream);
+  void* tout = base + flush_need + align(x_bytes);
+  void* tgate_up = base + flush_need + align(x_bytes) + align(out_bytes);
+  cuda::fill_dummy(et, tx, x.rows * x.cols, 0x5eed0000u + static_cast<uint64_t>(x.cols), 1.0f, 0.0f,
+                   m.stream);
   const tensor px{tx, x.type, x.rows, x.cols};
-  const tensor pout{tout, out.type, x.rows, w.rows};
+  const tensor pout{tout, out.type, x.rows, n_out};
   int round = 0;
   auto prepare = [&] {
     TROUPE_CUDA_CHECK(cudaMemsetAsync(base, ++round & 0xff, flush_need, m.stream));  // cold L2
@@ -142,28 +159,61 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
     }
     return v;
   };
-  const double blas_us = time_cold_us(m.stream, [&] { gemm_cublas(px, w, pout); }, prepare);
+  // The reference: cuBLAS (gated: into a scratch gate_up, then silu_and_mul).
+  const double blas_us = time_cold_us(
+      m.stream,
+      [&] {
+        if (!gated) return gemm_cublas(px, w, pout);
+        const tensor pgate_up{tgate_up, w.type, x.rows, w.rows};
+        gemm_cublas(px, w, pgate_up);
+        cuda::silu_and_mul(et, tgate_up, x.rows, n_out, tout, m.stream);
+      },
+      prepare);
   const std::vector<float> want = read_out();
   double max_want = 0;
   for (float v : want) max_want = std::max(max_want, std::isfinite(v) ? std::fabs(double(v)) : 0.0);
-  // TROUPE_DEBUG_GEMV_DROP_LAST=1 (tests): the GEMV runs leave the last
-  // output row unwritten, which the check below must catch.
+  // TROUPE_DEBUG_GEMV_DROP_LAST=1 (tests): the candidates' runs leave the
+  // last output column unwritten, which the check below must catch.
   const char* drop = std::getenv("TROUPE_DEBUG_GEMV_DROP_LAST");
-  const int64_t gemv_n = drop != nullptr && std::strcmp(drop, "1") == 0 ? w.rows - 1 : w.rows;
+  const int64_t n_run = n_out - (drop != nullptr && std::strcmp(drop, "1") == 0 ? 1 : 0);
+  // Candidates: gated, the GEMV-GLU variants; else the GEMV variants (up
+  // to 8 rows), then the skinny ones (up to 64 rows).
+  struct candidate {
+    int choice;
+    const char* name;
+  };
+  std::vector<candidate> candidates;
+  if (gated) {
+    for (int v = 0; v < cuda::gemv_glu_num_variants(); ++v)
+      candidates.push_back({v, cuda::gemv_glu_variant_name(v)});
+  } else {
+    if (gemv_ok) {
+      for (int v = 0; v < cuda::gemv_num_variants(); ++v) candidates.push_back({v, cuda::gemv_variant_name(v)});
+    }
+    if (skinny_ok) {
+      for (int v = 0; v < cuda::skinny_num_variants(); ++v)
+        candidates.push_back({cuda::gemv_num_variants() + v, cuda::skinny_variant_name(v)});
+    }
+  }
   int best = -1;
   double best_us = blas_us;
   std::string timings;
-  for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
+  for (const candidate& c : candidates) {
     const double us = time_cold_us(
         m.stream,
         [&] {
-          cuda::gemv(element_of(w.type), out.type == dtype::f32, v, tx, x.rows, w.data, gemv_n,
-                     w.cols, tout, m.stream);
+          if (gated) {
+            cuda::gemv_glu(et, c.choice, tx, x.rows, w.data, n_run, w.cols, tout, m.stream);
+          } else {
+            const tensor w_run{w.data, w.type, n_run, w.cols};
+            const tensor out_run{tout, out.type, x.rows, n_out};
+            gemm_kernel(c.choice, px, w_run, out_run);
+          }
         },
         prepare);
-    // Every output equal to cuBLAS's within two roundings of the output
-    // type plus float32 summation order (a wrong or missing output is off
-    // by order 1 or NaN); otherwise the variant is never used.
+    // Every output equal to the reference within two roundings of the
+    // output type plus float32 summation order (a wrong or missing output
+    // is off by order 1 or NaN); otherwise the variant is never used.
     const std::vector<float> got = read_out();
     const double rel = out.type == dtype::f32 ? 1e-4 : 1.0 / 64;
     bool agrees = true;
@@ -173,39 +223,48 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out) {
                std::fabs(double(got[i]) - want[i]) <= rel * std::fabs(double(want[i])) + 1e-3 * max_want;
     }
     char buf[96];
-    std::snprintf(buf, sizeof buf, ", %s %.1f%s", cuda::gemv_variant_name(v), us,
-                  agrees ? "" : " (differs from cuBLAS: not used)");
+    std::snprintf(buf, sizeof buf, ", %s %.1f%s", c.name, us, agrees ? "" : " (differs from cuBLAS: not used)");
     timings += buf;
     if (!agrees) {
       std::fprintf(stderr, "troupe: %s differs from cuBLAS on a %lldx%lld -> %lld product; not used\n",
-                   cuda::gemv_variant_name(v), static_cast<long long>(x.rows),
-                   static_cast<long long>(w.cols), static_cast<long long>(w.rows));
+                   c.name, static_cast<long long>(x.rows), static_cast<long long>(w.cols),
+                   static_cast<long long>(w.rows));
       continue;
     }
-    // A GEMV must beat cuBLAS by 2% (not by timing noise).
+    // A candidate must beat cuBLAS by 2% (not by timing noise).
     if (us < 0.98 * blas_us && us < best_us) {
-      best = v;
+      best = c.choice;
       best_us = us;
     }
   }
-  char head[160];
-  std::snprintf(head, sizeof head, "%lldx%lld -> %lld%s: %s (us: cuBLAS %.1f",
+  const char* best_name = "cuBLAS";
+  for (const candidate& c : candidates) best_name = c.choice == best ? c.name : best_name;
+  char head[192];
+  std::snprintf(head, sizeof head, "%lldx%lld -> %lld%s: %s (us: cuBLAS%s %.1f",
                 static_cast<long long>(x.rows), static_cast<long long>(w.cols),
-                static_cast<long long>(w.rows), out.type == dtype::f32 ? " (float32 out)" : "",
-                best < 0 ? "cuBLAS" : cuda::gemv_variant_name(best), blas_us);
+                static_cast<long long>(w.rows),
+                gated ? " (gated)" : out.type == dtype::f32 ? " (float32 out)" : "", best_name,
+                gated ? " + silu_and_mul" : "", blas_us);
   m.tuning_lines.push_back(std::string(head) + timings + ")");
   m.tuning_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  m.gemm_choices.emplace(key, best);  // gemm() computes the product with it next
+  m.gemm_choices.emplace(key, best);  // the next call computes the product with it
   return best;
+}
+
+void cuda_ops::gemm_kernel(int choice, const tensor& x, const tensor& w, const tensor& out) {
+  const cuda::element_type et = element_of(w.type);
+  const bool out_f32 = out.type == dtype::f32;
+  if (choice < cuda::gemv_num_variants()) {
+    cuda::gemv(et, out_f32, choice, x.data, x.rows, w.data, w.rows, w.cols, out.data, impl_->stream);
+  } else {
+    cuda::skinny(et, out_f32, choice - cuda::gemv_num_variants(), x.data, x.rows, w.data, w.rows,
+                 w.cols, out.data, impl_->skinny, impl_->stream);
+  }
 }
 
 void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
   const int choice = gemm_choice(x, w, out);
-  if (choice >= 0) {
-    cuda::gemv(element_of(w.type), out.type == dtype::f32, choice, x.data, x.rows, w.data, w.rows,
-               w.cols, out.data, impl_->stream);
-    return;
-  }
+  if (choice >= 0) return gemm_kernel(choice, x, w, out);
   gemm_cublas(x, w, out);
 }
 
@@ -232,12 +291,15 @@ void cuda_ops::gemm_cublas(const tensor& x, const tensor& w, const tensor& out) 
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const tensor& out) {
+std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const tensor& out, bool gated) {
   const bool allowed = impl_->tuning_allowed;
   impl_->tuning_allowed = false;
-  const int choice = gemm_choice(x, w, out);
+  const int choice = gemm_choice(x, w, out, gated);
   impl_->tuning_allowed = allowed;
-  return choice < 0 ? "cuBLAS" : cuda::gemv_variant_name(choice);
+  if (choice < 0) return "cuBLAS";
+  if (gated) return cuda::gemv_glu_variant_name(choice);
+  if (choice < cuda::gemv_num_variants()) return cuda::gemv_variant_name(choice);
+  return cuda::skinny_variant_name(choice - cuda::gemv_num_variants());
 }
 
 }  // namespace troupe

@@ -108,6 +108,14 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   constexpr size_t blas_workspace_bytes = 32u << 20;
   TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, blas_workspace_bytes));
   TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, blas_workspace_bytes));
+  const size_t skinny_bytes = impl::skinny_workspace_bytes + impl::skinny_counters * sizeof(int);
+  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->skinny_buffer, skinny_bytes));
+  TROUPE_CUDA_CHECK(cudaMemset(impl_->skinny_buffer, 0, skinny_bytes));  // the counters start at 0
+  impl_->skinny.workspace = static_cast<float*>(impl_->skinny_buffer);
+  impl_->skinny.workspace_bytes = impl::skinny_workspace_bytes;
+  impl_->skinny.counters = reinterpret_cast<int*>(static_cast<char*>(impl_->skinny_buffer) +
+                                                  impl::skinny_workspace_bytes);
+  impl_->skinny.num_counters = impl::skinny_counters;
   for (int i = 0; i < impl::slots; ++i) {
     TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->step_start[i]));
     TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->work_end[i]));
@@ -291,6 +299,7 @@ cuda_ops::~cuda_ops() {
   for (auto& s : impl_->stage) cudaFreeHost(s.buf.ptr);
   for (void* p : impl_->retired_pinned) cudaFreeHost(p);
   cudaFree(impl_->blas_workspace);
+  cudaFree(impl_->skinny_buffer);
   cudaFree(impl_->flush_buffer);
   cudaFree(impl_->attention_workspace);
   for (void* p : impl_->device_buffers) cudaFree(p);
@@ -522,6 +531,29 @@ void cuda_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
   op_scope scope(*impl_, "silu_and_mul");
   cuda::silu_and_mul(element_of(gate_up.type), gate_up.data, gate_up.rows, out.cols, out.data,
                      impl_->stream);
+}
+
+void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
+                            const tensor& out) {
+  TROUPE_CHECK(x.cols == w.cols && w.rows % 2 == 0 && out.cols == w.rows / 2 &&
+               out.rows >= x.rows && out.type == w.type && x.type == w.type);
+  if (x.rows == 0) return;
+  const int choice = gemm_choice(x, w, out, /*gated=*/true);
+  if (choice < 0) {
+    linear(x, w, nullptr, gate_up);
+    silu_and_mul(gate_up, tensor{out.data, out.type, x.rows, out.cols});
+    return;
+  }
+  const double bytes = static_cast<double>((w.numel() + x.numel() + out.cols * x.rows) * dtype_size(w.type));
+  op_scope scope(
+      *impl_,
+      [&] {
+        return "gated_linear " + std::to_string(x.rows) + "x" + std::to_string(w.cols) + " -> " +
+               std::to_string(out.cols);
+      },
+      bytes);
+  cuda::gemv_glu(element_of(w.type), choice, x.data, x.rows, w.data, out.cols, w.cols, out.data,
+                 impl_->stream);
 }
 
 void cuda_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n, const tensor& out) {

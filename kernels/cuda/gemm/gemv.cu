@@ -1,5 +1,8 @@
 #include "kernels/cuda/gemm/gemv.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -38,34 +41,49 @@ __device__ __forceinline__ OutT store_as(float v) {
   return from_float<OutT>(v);
 }
 
-// One warp computes ROWS consecutive outputs n for all M rows of x. Each
-// lane walks K in steps of 8 elements (one 16-byte load) with a stride of
-// 32 x 8, UNROLL steps at a time: UNROLL x ROWS weight loads are issued
-// before any is used, so that enough bytes are in flight per SM to cover
-// the memory latency. Weights are loaded with the streaming hint (read
-// once, not kept in L1); x stays in L1/L2 (re-read by every warp).
-template <class T, class OutT, int M, int UNROLL, int ROWS>
+// One warp computes ROWS outputs n for all M rows of x. Each lane walks K
+// in steps of 8 elements (one 16-byte load) with a stride of 32 x 8,
+// UNROLL steps (a chunk) at a time: UNROLL x ROWS weight loads are issued
+// before any is used, and the next chunk's loads are issued before this
+// chunk's arithmetic (two buffers), so that enough bytes are in flight per
+// SM to cover the memory latency. Weights are loaded with the streaming
+// hint (read once, not kept in L1); x stays in L1/L2 (re-read by every
+// warp).
+//
+// With `preload`, the first chunk of weights is requested before the PDL
+// wait: weights are never written by a kernel, so their loads may overlap
+// the end of the kernel ahead (launch.cuh); x and the output only after it.
+//
+// GLU (gated_linear: gate_up products followed by SiLU-and-mul): ROWS is 2,
+// the warp's rows are p (gate) and p + n (up) of a [2n, k] weight, and it
+// stores out[m, p] = silu(gate) * up, each rounded to T first as the
+// separate product and silu_and_mul kernel would (bit for bit the same).
+template <class T, class OutT, int M, int UNROLL, int ROWS, bool GLU>
 __global__ void __launch_bounds__(warps_per_block * 32)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, int64_t n, int64_t k,
-                OutT* __restrict__ out) {
-  pdl_begin();  // before any global memory access (launch.cuh)
+                OutT* __restrict__ out, bool preload) {
+  static_assert(!GLU || ROWS == 2, "a GLU warp computes one gate row and its up row");
   const int64_t warp = int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int64_t row0 = warp * ROWS;
-  if (row0 >= n) return;
+  const int64_t row0 = GLU ? warp : warp * ROWS;
+  if (row0 >= n) {
+    pdl_begin();  // nothing to do, but the PDL handshake is the block's
+    return;
+  }
+  // Rows past n re-read the last row (their sums are not stored).
+  const T* wrow[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    wrow[r] = GLU ? w + (row0 + r * n) * k : w + (row0 + r < n ? row0 + r : n - 1) * k;
+  }
   float acc[ROWS][M];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
-  // Rows past n re-read the last row (their sums are not stored).
-  const T* wrow[ROWS];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) wrow[r] = w + (row0 + r < n ? row0 + r : n - 1) * k;
 
-  constexpr int64_t step = 32 * 8;
-  for (int64_t base = int64_t(lane) * 8; base < k; base += step * UNROLL) {
-    uint4 wv[UNROLL][ROWS];
+  constexpr int64_t step = 32 * 8, chunk = step * UNROLL;
+  auto load = [&](uint4 (&wv)[UNROLL][ROWS], int64_t base) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const int64_t kk = base + u * step;
@@ -73,6 +91,8 @@ __global__ void __launch_bounds__(warps_per_block * 32)
       for (int r = 0; r < ROWS; ++r)
         wv[u][r] = kk < k ? __ldcs(reinterpret_cast<const uint4*>(wrow[r] + kk)) : make_uint4(0, 0, 0, 0);
     }
+  };
+  auto compute = [&](const uint4 (&wv)[UNROLL][ROWS], int64_t base) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const int64_t kk = base + u * step;
@@ -90,6 +110,21 @@ __global__ void __launch_bounds__(warps_per_block * 32)
         }
       }
     }
+  };
+  const int64_t first = int64_t(lane) * 8;
+  uint4 a[UNROLL][ROWS], b[UNROLL][ROWS];
+  if (preload) {
+    load(a, first);
+    pdl_begin();
+  } else {
+    pdl_begin();
+    load(a, first);
+  }
+  for (int64_t base = first; base < k; base += 2 * chunk) {
+    if (base + chunk < k) load(b, base + chunk);
+    compute(a, base);
+    if (base + 2 * chunk < k) load(a, base + 2 * chunk);
+    if (base + chunk < k) compute(b, base + chunk);
   }
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
@@ -98,12 +133,24 @@ __global__ void __launch_bounds__(warps_per_block * 32)
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
         acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
-  // Lanes share the stores: lane (r * M + m) % 32 writes out[m, row0 + r].
+  if constexpr (GLU) {
+    // Lane m writes out[m, p].
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r)
+    for (int m = 0; m < M; ++m) {
+      if (lane == m) {
+        const float g = to_float(from_float<T>(acc[0][m]));
+        const float u = to_float(from_float<T>(acc[1][m]));
+        out[m * n + row0] = from_float<OutT>(g / (1.0f + __expf(-g)) * u);
+      }
+    }
+  } else {
+    // Lanes share the stores: lane (r * M + m) % 32 writes out[m, row0 + r].
 #pragma unroll
-    for (int m = 0; m < M; ++m)
-      if (lane == (r * M + m) % 32 && row0 + r < n) out[m * n + row0 + r] = store_as<OutT>(acc[r][m]);
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        if (lane == (r * M + m) % 32 && row0 + r < n) out[m * n + row0 + r] = store_as<OutT>(acc[r][m]);
+  }
 }
 
 struct variant_info {
@@ -117,13 +164,22 @@ constexpr variant_info variants[] = {
     {4, 2, "gemv u4 r2"},
 };
 constexpr int num_variants = sizeof(variants) / sizeof(variants[0]);
+// GLU variants: one gate row and its up row per warp.
+constexpr variant_info glu_variants[] = {
+    {2, 2, "gemv-glu u2"},
+    {4, 2, "gemv-glu u4"},
+    {8, 2, "gemv-glu u8"},
+};
+constexpr int num_glu_variants = sizeof(glu_variants) / sizeof(glu_variants[0]);
 
-template <class T, class OutT, int M, int UNROLL, int ROWS>
+// `n` is the number of outputs a row of out holds (GLU: half the weight's rows).
+template <class T, class OutT, int M, int UNROLL, int ROWS, bool GLU>
 void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, cudaStream_t stream) {
-  const int64_t warps = (n + ROWS - 1) / ROWS;
+  const int64_t warps = GLU ? n : (n + ROWS - 1) / ROWS;
   const auto blocks = static_cast<unsigned>((warps + warps_per_block - 1) / warps_per_block);
-  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS>, blocks, warps_per_block * 32, 0, stream,
-      static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out));
+  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, GLU>, blocks, warps_per_block * 32, 0, stream,
+             static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out),
+             gemv_preload());
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -131,34 +187,81 @@ template <class T, class OutT, int M>
 void launch_variant(int variant, const void* x, const void* w, int64_t n, int64_t k, void* out,
                     cudaStream_t stream) {
   switch (variant) {
-    case 0: return launch<T, OutT, M, 4, 1>(x, w, n, k, out, stream);
-    case 1: return launch<T, OutT, M, 8, 1>(x, w, n, k, out, stream);
-    case 2: return launch<T, OutT, M, 2, 2>(x, w, n, k, out, stream);
-    default: return launch<T, OutT, M, 4, 2>(x, w, n, k, out, stream);
+    case 0: return launch<T, OutT, M, 4, 1, false>(x, w, n, k, out, stream);
+    case 1: return launch<T, OutT, M, 8, 1, false>(x, w, n, k, out, stream);
+    case 2: return launch<T, OutT, M, 2, 2, false>(x, w, n, k, out, stream);
+    default: return launch<T, OutT, M, 4, 2, false>(x, w, n, k, out, stream);
+  }
+}
+
+template <class T, int M>
+void launch_glu_variant(int variant, const void* x, const void* w, int64_t d, int64_t k, void* out,
+                        cudaStream_t stream) {
+  switch (variant) {
+    case 0: return launch<T, T, M, 2, 2, true>(x, w, d, k, out, stream);
+    case 1: return launch<T, T, M, 4, 2, true>(x, w, d, k, out, stream);
+    default: return launch<T, T, M, 8, 2, true>(x, w, d, k, out, stream);
+  }
+}
+
+// Calls F::template run<M>() for m in 1..gemv_max_rows.
+template <class F>
+void with_rows(int64_t m, F&& f) {
+  switch (m) {
+    case 1: return f.template run<1>();
+    case 2: return f.template run<2>();
+    case 3: return f.template run<3>();
+    case 4: return f.template run<4>();
+    case 5: return f.template run<5>();
+    case 6: return f.template run<6>();
+    case 7: return f.template run<7>();
+    default: return f.template run<8>();
   }
 }
 
 template <class T, class OutT>
-void launch_rows(int variant, const void* x, int64_t m, const void* w, int64_t n, int64_t k,
-                 void* out, cudaStream_t stream) {
-  switch (m) {
-    case 1: return launch_variant<T, OutT, 1>(variant, x, w, n, k, out, stream);
-    case 2: return launch_variant<T, OutT, 2>(variant, x, w, n, k, out, stream);
-    case 3: return launch_variant<T, OutT, 3>(variant, x, w, n, k, out, stream);
-    case 4: return launch_variant<T, OutT, 4>(variant, x, w, n, k, out, stream);
-    case 5: return launch_variant<T, OutT, 5>(variant, x, w, n, k, out, stream);
-    case 6: return launch_variant<T, OutT, 6>(variant, x, w, n, k, out, stream);
-    case 7: return launch_variant<T, OutT, 7>(variant, x, w, n, k, out, stream);
-    default: return launch_variant<T, OutT, 8>(variant, x, w, n, k, out, stream);
-  }
-}
+struct plain_call {
+  int variant;
+  const void *x, *w;
+  int64_t n, k;
+  void* out;
+  cudaStream_t stream;
+  template <int M>
+  void run() const { launch_variant<T, OutT, M>(variant, x, w, n, k, out, stream); }
+};
+
+template <class T>
+struct glu_call {
+  int variant;
+  const void *x, *w;
+  int64_t d, k;
+  void* out;
+  cudaStream_t stream;
+  template <int M>
+  void run() const { launch_glu_variant<T, M>(variant, x, w, d, k, out, stream); }
+};
 
 }  // namespace
+
+bool gemv_preload() {
+  static const bool on = [] {
+    const char* v = std::getenv("TROUPE_GEMV_PRELOAD");
+    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
+                            std::strcmp(v, "false") != 0);
+  }();
+  return on;
+}
 
 int gemv_num_variants() { return num_variants; }
 
 const char* gemv_variant_name(int variant) {
   return variant >= 0 && variant < num_variants ? variants[variant].name : "gemv ?";
+}
+
+int gemv_glu_num_variants() { return num_glu_variants; }
+
+const char* gemv_glu_variant_name(int variant) {
+  return variant >= 0 && variant < num_glu_variants ? glu_variants[variant].name : "gemv-glu ?";
 }
 
 bool gemv_supported(element_type t, int64_t m, int64_t k, const void* x, const void* w) {
@@ -171,11 +274,18 @@ void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, c
           int64_t n, int64_t k, void* out, cudaStream_t stream) {
   if (n == 0) return;
   if (t == element_type::bf16) {
-    if (out_f32) return launch_rows<__nv_bfloat16, float>(variant, x, m, w, n, k, out, stream);
-    return launch_rows<__nv_bfloat16, __nv_bfloat16>(variant, x, m, w, n, k, out, stream);
+    if (out_f32) return with_rows(m, plain_call<__nv_bfloat16, float>{variant, x, w, n, k, out, stream});
+    return with_rows(m, plain_call<__nv_bfloat16, __nv_bfloat16>{variant, x, w, n, k, out, stream});
   }
-  if (out_f32) return launch_rows<__half, float>(variant, x, m, w, n, k, out, stream);
-  return launch_rows<__half, __half>(variant, x, m, w, n, k, out, stream);
+  if (out_f32) return with_rows(m, plain_call<__half, float>{variant, x, w, n, k, out, stream});
+  return with_rows(m, plain_call<__half, __half>{variant, x, w, n, k, out, stream});
+}
+
+void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
+              int64_t k, void* out, cudaStream_t stream) {
+  if (d == 0) return;
+  if (t == element_type::bf16) return with_rows(m, glu_call<__nv_bfloat16>{variant, x, w, d, k, out, stream});
+  return with_rows(m, glu_call<__half>{variant, x, w, d, k, out, stream});
 }
 
 }  // namespace troupe::cuda

@@ -1,10 +1,12 @@
 // Skinny products for decode: out[m, n] = sum_k x[m, k] w[n, k] for a few
 // rows m (batch 1-8), bf16 or f16 x and w (row-major, K contiguous),
 // float32 accumulation, output in the weights' type or float32. Memory
-// bound: every weight is read once, with 16-byte streaming loads, and
-// used for all m rows. Several variants (rows per warp, loads in flight);
-// cuda_ops times them against cuBLAS per shape at start-up and keeps the
-// fastest (docs/gpu.md, "Decode GEMV").
+// bound: every weight is read once, with 16-byte streaming loads (double
+// buffered, the first ones before the PDL wait), and used for all m rows.
+// Several variants (rows per warp, loads in flight); cuda_ops times them
+// against cuBLAS per shape at start-up and keeps the fastest (docs/gpu.md,
+// "Decode GEMV"). TROUPE_GEMV_PRELOAD=0 requests the weights only after
+// the PDL wait (comparisons).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +18,10 @@
 namespace troupe::cuda {
 
 constexpr int gemv_max_rows = 8;
+
+// Whether the decode products request their first weights before the PDL
+// wait (TROUPE_GEMV_PRELOAD, default on).
+bool gemv_preload();
 
 // Variants 0 .. gemv_num_variants() - 1.
 int gemv_num_variants();
@@ -29,5 +35,15 @@ bool gemv_supported(element_type t, int64_t m, int64_t k, const void* x, const v
 // float32 when out_f32). REQUIRES: gemv_supported(t, m, k, x, w).
 void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, const void* w,
           int64_t n, int64_t k, void* out, cudaStream_t stream);
+
+// The gate/up product with SiLU-and-mul in one kernel (gated_linear): w is
+// [2d, k] (gate rows, then up rows), out [m, d] of type t:
+// out[i, j] = silu(g) * u with g = (x w[j]^T) and u = (x w[d + j]^T) each
+// rounded to t first, bit for bit gemv() followed by silu_and_mul().
+// Variants 0 .. gemv_glu_num_variants() - 1. REQUIRES: gemv_supported.
+int gemv_glu_num_variants();
+const char* gemv_glu_variant_name(int variant);
+void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
+              int64_t k, void* out, cudaStream_t stream);
 
 }  // namespace troupe::cuda
