@@ -10,8 +10,9 @@
 // then it is exactly as ordered as a plain launch. Before it, a kernel may
 // only read what no kernel writes between uploads, such as the step's
 // host-uploaded metadata (the decode attention reads its sequence lengths
-// and first block-table entries there); an upload is a copy, not a kernel,
-// and the stream orders it fully. pdl_begin() also lets the next kernel be scheduled once all of
+// and first block-table entries there; an upload is a copy, not a kernel,
+// and the stream orders it fully) and the weights (the decode products
+// request their first weight rows there). pdl_begin() also lets the next kernel be scheduled once all of
 // this kernel's blocks have passed their wait. On a kernel launched without
 // the attribute, both instructions do nothing.
 // TROUPE_PDL=0 (or off, false) launches everything plainly (comparisons).
