@@ -199,14 +199,17 @@ int main(int argc, char** argv) {
 
   std::printf("| decode bf16, 32/8 heads, d 128 | splits | eager us | graph us | GB/s (graph) | "
               "of copy |\n| --- | --- | --- | --- | --- | --- |\n");
-  const int64_t cases[][2] = {{1, 4096}, {8, 4096},   {32, 4096}, {64, 4096},
-                              {64, 1024}, {256, 1024}, {1, 32768}, {16, 16384}};
+  // {batch, context, splits (0: the heuristic's)}
+  const int64_t cases[][3] = {{1, 4096, 0},  {8, 4096, 0},   {32, 4096, 0}, {64, 4096, 0},
+                              {64, 1024, 0}, {64, 1024, 2},  {64, 1024, 3}, {64, 1024, 4},
+                              {256, 1024, 0}, {1, 32768, 0}, {16, 16384, 0}};
   for (const auto& c : cases) {
     const batch b = make_batch(c[0], c[1], 1, pool, rng);
     const device_batch d(b);
     troupe::cuda::paged_attention_args a = make_args(b, d, q, k_cache, v_cache, out);
     a.workspace = workspace;
     a.workspace_bytes = workspace_bytes;
+    a.num_splits = static_cast<int>(c[2]);
     auto run = [&] { troupe::cuda::paged_attention(element_type::bf16, a, stream); };
     const double eager = time_ms(stream, iters, run);
     const double graph = graph_ms(stream, iters, run);

@@ -126,6 +126,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--model", default=os.path.join(ROOT, "examples/models/llama-3.1-8b"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-ab", action="store_true",
+                    help="skip the comparison rows (each figure with one speed-up turned off)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     env_lib = os.path.join(ROOT, "build-device", "lib")
@@ -153,12 +155,13 @@ def main():
                  f"weights {m['weight_bytes'] / 1e9:.2f} GB / {copy_gbps:.0f} GB/s = {bound1:.2f} ms",
                  f"{100 * bound1 / ms1:.1f}%", "90%"))
     # The same with one of this build's decode speed-ups turned off.
-    for name, env, label in (("latency-b1-cublas", {"TROUPE_GEMV": "off"}, "cuBLAS only (TROUPE_GEMV=off)"),
-                             ("latency-b1-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)"),
-                             ("latency-b1-no-preload", {"TROUPE_GEMV_PRELOAD": "0"},
-                              "weights only after the PDL wait (TROUPE_GEMV_PRELOAD=0)"),
-                             ("latency-b1-no-glu", {"TROUPE_GLU": "off"},
-                              "gate/up product and SiLU-and-mul apart (TROUPE_GLU=off)")):
+    ab1 = () if a.no_ab else (
+        ("latency-b1-cublas", {"TROUPE_GEMV": "off"}, "cuBLAS only (TROUPE_GEMV=off)"),
+        ("latency-b1-no-pdl", {"TROUPE_PDL": "0"}, "plain launches (TROUPE_PDL=0)"),
+        ("latency-b1-no-preload", {"TROUPE_PRELOAD": "0"},
+         "nothing requested before the PDL wait (TROUPE_PRELOAD=0)"),
+        ("latency-b1-no-glu", {"TROUPE_GLU": "off"}, "gate/up product and SiLU-and-mul apart (TROUPE_GLU=off)"))
+    for name, env, label in ab1:
         ms = bench_latency(a.model, a.out, name, 1, 128, 128, *it, [],
                            env_extra=env)["avg_decode_ms_per_output_token"]
         rows.append((f"batch-1 decode, {label}", f"{ms:.2f} ms per token = {1000 / ms:.0f} tokens/s",
@@ -176,10 +179,12 @@ def main():
                  + (f" (GEMM tuning: {tuned64})" if tuned64 else ""),
                  f"weights + K/V at mean context {ctx:.0f}: {bytes64 / 1e9:.2f} GB = {bound64:.2f} ms",
                  f"{100 * bound64 / ms64:.1f}%", "80%"))
-    for name, env, label in (("latency-b64-1k-no-skinny", {"TROUPE_SKINNY": "off"},
-                              "cuBLAS for the products (TROUPE_SKINNY=off)"),
-                             ("latency-b64-1k-no-preload", {"TROUPE_GEMV_PRELOAD": "0"},
-                              "weights only after the PDL wait (TROUPE_GEMV_PRELOAD=0)")):
+    ab64 = () if a.no_ab else (
+        ("latency-b64-1k-splits-2", {"TROUPE_DECODE_SPLITS": "2"}, "attention in 2 splits (TROUPE_DECODE_SPLITS=2)"),
+        ("latency-b64-1k-splits-4", {"TROUPE_DECODE_SPLITS": "4"}, "attention in 4 splits (TROUPE_DECODE_SPLITS=4)"),
+        ("latency-b64-1k-no-preload", {"TROUPE_PRELOAD": "0"},
+         "nothing requested before the PDL wait (TROUPE_PRELOAD=0)"))
+    for name, env, label in ab64:
         ms = bench_latency(a.model, a.out, name, 64, 1024, 128, *it,
                            ["--max-num-batched-tokens", "65536", "--max-model-len", "2048"],
                            env_extra=env)["avg_decode_ms_per_output_token"]

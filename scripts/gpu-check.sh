@@ -9,7 +9,7 @@
 #   - issue 6's performance figures against the measured limits
 #     (benchmarks/gpu_roofline.py: gemm_bench, attention_bench, bench
 #     latency, the device timeline, start-up; ROOFLINE_ARGS=--quick: fewer
-#     iterations).
+#     iterations, --no-ab: without the comparison rows; ROOFLINE=0 skips it).
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-check.sh [OUT_DIR]   # there
 set -uo pipefail
@@ -42,8 +42,10 @@ rows+=("| goldens (scripts/gpu_golden.py) | $g | $out/golden.md |")
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
 # Performance against the physical limits.
-if python3 benchmarks/gpu_roofline.py ${ROOFLINE_ARGS:-} "$out/roofline" >"$out/roofline.log" 2>&1; then r=ran; else r=FAIL; fi
-rows+=("| benchmarks/gpu_roofline.py | $r | $out/roofline/roofline.md |")
+if [[ ${ROOFLINE:-1} == 1 ]]; then
+  if python3 benchmarks/gpu_roofline.py ${ROOFLINE_ARGS:-} "$out/roofline" >"$out/roofline.log" 2>&1; then r=ran; else r=FAIL; fi
+  rows+=("| benchmarks/gpu_roofline.py | $r | $out/roofline/roofline.md |")
+fi
 echo
 echo "| check | result | detail |"
 echo "| --- | --- | --- |"

@@ -1,8 +1,7 @@
 // cuda_ops' dense products: cuBLAS, or for decode shapes of up to
-// cuda::gemv_max_rows rows the GEMV kernel and up to cuda::skinny_max_rows
-// the skinny tensor-core kernel where start-up tuning found them faster and
-// equal; gated_linear's gate/up product with SiLU-and-mul fused in the
-// GEMV (docs/gpu.md, "Decode GEMV").
+// cuda::gemv_max_rows rows the GEMV kernel (gated_linear: the GEMV-GLU,
+// with SiLU-and-mul fused) where start-up tuning found it faster and equal
+// (docs/gpu.md, "Decode products").
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,20 +28,15 @@ void cuda_ops::allow_tuning(bool on) {
 std::string cuda_ops::tuning_report() const {
   const impl& m = *impl_;
   if (m.tuning_lines.empty()) return {};
-  int gemv = 0, skinny = 0, glu = 0;
+  int gemv = 0, glu = 0;
   for (const auto& [key, choice] : m.gemm_choices) {
-    if (choice < 0) continue;
-    if (std::get<5>(key)) {
-      ++glu;
-    } else {
-      ++(choice < cuda::gemv_num_variants() ? gemv : skinny);
-    }
+    if (choice >= 0) ++(std::get<5>(key) ? glu : gemv);
   }
   std::string r = "decode GEMM tuning: " + std::to_string(m.gemm_choices.size()) +
                   " shapes timed in " + std::to_string(static_cast<int>(m.tuning_ms)) +
                   " ms, GEMV kept for " + std::to_string(gemv) + ", GEMV-GLU for " +
-                  std::to_string(glu) + ", skinny for " + std::to_string(skinny) + ", cuBLAS for " +
-                  std::to_string(m.gemm_choices.size() - gemv - glu - skinny);
+                  std::to_string(glu) + ", cuBLAS for " +
+                  std::to_string(m.gemm_choices.size() - gemv - glu);
   for (const std::string& line : m.tuning_lines) r += "\n  " + line;
   return r;
 }
@@ -88,10 +82,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
     return -1;
   }
   const cuda::element_type et = element_of(w.type);
-  const bool gemv_ok = cuda::gemv_supported(et, x.rows, x.cols, x.data, w.data);
-  const bool skinny_ok = !gated && m.skinny_on && cuda::skinny_supported(et, x.rows, x.cols, x.data, w.data);
-  if (!gemv_ok && !skinny_ok) return -1;
-  if (m.gemv_mode >= 0) return gemv_ok && !gated ? m.gemv_mode : -1;  // a forced GEMV variant
+  if (!cuda::gemv_supported(et, x.rows, x.cols, x.data, w.data)) return -1;
+  if (m.gemv_mode >= 0) return gated ? -1 : m.gemv_mode;  // a forced GEMV variant, unfused
   const auto key = std::make_tuple(x.rows, w.rows, w.cols, static_cast<int>(w.type),
                                    static_cast<int>(out.type), gated);
   if (auto it = m.gemm_choices.find(key); it != m.gemm_choices.end()) return it->second;
@@ -176,24 +168,15 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   // last output column unwritten, which the check below must catch.
   const char* drop = std::getenv("TROUPE_DEBUG_GEMV_DROP_LAST");
   const int64_t n_run = n_out - (drop != nullptr && std::strcmp(drop, "1") == 0 ? 1 : 0);
-  // Candidates: gated, the GEMV-GLU variants; else the GEMV variants (up
-  // to 8 rows), then the skinny ones (up to 64 rows).
+  // Candidates: the GEMV-GLU variants (gated) or the GEMV variants.
   struct candidate {
     int choice;
     const char* name;
   };
   std::vector<candidate> candidates;
-  if (gated) {
-    for (int v = 0; v < cuda::gemv_glu_num_variants(); ++v)
-      candidates.push_back({v, cuda::gemv_glu_variant_name(v)});
-  } else {
-    if (gemv_ok) {
-      for (int v = 0; v < cuda::gemv_num_variants(); ++v) candidates.push_back({v, cuda::gemv_variant_name(v)});
-    }
-    if (skinny_ok) {
-      for (int v = 0; v < cuda::skinny_num_variants(); ++v)
-        candidates.push_back({cuda::gemv_num_variants() + v, cuda::skinny_variant_name(v)});
-    }
+  const int variants = gated ? cuda::gemv_glu_num_variants() : cuda::gemv_num_variants();
+  for (int v = 0; v < variants; ++v) {
+    candidates.push_back({v, gated ? cuda::gemv_glu_variant_name(v) : cuda::gemv_variant_name(v)});
   }
   int best = -1;
   double best_us = blas_us;
@@ -205,9 +188,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
           if (gated) {
             cuda::gemv_glu(et, c.choice, tx, x.rows, w.data, n_run, w.cols, tout, m.stream);
           } else {
-            const tensor w_run{w.data, w.type, n_run, w.cols};
-            const tensor out_run{tout, out.type, x.rows, n_out};
-            gemm_kernel(c.choice, px, w_run, out_run);
+            cuda::gemv(et, out.type == dtype::f32, c.choice, tx, x.rows, w.data, n_run, w.cols,
+                       tout, m.stream);
           }
         },
         prepare);
@@ -251,20 +233,13 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   return best;
 }
 
-void cuda_ops::gemm_kernel(int choice, const tensor& x, const tensor& w, const tensor& out) {
-  const cuda::element_type et = element_of(w.type);
-  const bool out_f32 = out.type == dtype::f32;
-  if (choice < cuda::gemv_num_variants()) {
-    cuda::gemv(et, out_f32, choice, x.data, x.rows, w.data, w.rows, w.cols, out.data, impl_->stream);
-  } else {
-    cuda::skinny(et, out_f32, choice - cuda::gemv_num_variants(), x.data, x.rows, w.data, w.rows,
-                 w.cols, out.data, impl_->skinny, impl_->stream);
-  }
-}
-
 void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
   const int choice = gemm_choice(x, w, out);
-  if (choice >= 0) return gemm_kernel(choice, x, w, out);
+  if (choice >= 0) {
+    cuda::gemv(element_of(w.type), out.type == dtype::f32, choice, x.data, x.rows, w.data, w.rows,
+               w.cols, out.data, impl_->stream);
+    return;
+  }
   gemm_cublas(x, w, out);
 }
 
@@ -297,9 +272,7 @@ std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const ten
   const int choice = gemm_choice(x, w, out, gated);
   impl_->tuning_allowed = allowed;
   if (choice < 0) return "cuBLAS";
-  if (gated) return cuda::gemv_glu_variant_name(choice);
-  if (choice < cuda::gemv_num_variants()) return cuda::gemv_variant_name(choice);
-  return cuda::skinny_variant_name(choice - cuda::gemv_num_variants());
+  return gated ? cuda::gemv_glu_variant_name(choice) : cuda::gemv_variant_name(choice);
 }
 
 }  // namespace troupe

@@ -108,14 +108,6 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   constexpr size_t blas_workspace_bytes = 32u << 20;
   TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, blas_workspace_bytes));
   TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, blas_workspace_bytes));
-  const size_t skinny_bytes = impl::skinny_workspace_bytes + impl::skinny_counters * sizeof(int);
-  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->skinny_buffer, skinny_bytes));
-  TROUPE_CUDA_CHECK(cudaMemset(impl_->skinny_buffer, 0, skinny_bytes));  // the counters start at 0
-  impl_->skinny.workspace = static_cast<float*>(impl_->skinny_buffer);
-  impl_->skinny.workspace_bytes = impl::skinny_workspace_bytes;
-  impl_->skinny.counters = reinterpret_cast<int*>(static_cast<char*>(impl_->skinny_buffer) +
-                                                  impl::skinny_workspace_bytes);
-  impl_->skinny.num_counters = impl::skinny_counters;
   for (int i = 0; i < impl::slots; ++i) {
     TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->step_start[i]));
     TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->work_end[i]));
@@ -299,7 +291,6 @@ cuda_ops::~cuda_ops() {
   for (auto& s : impl_->stage) cudaFreeHost(s.buf.ptr);
   for (void* p : impl_->retired_pinned) cudaFreeHost(p);
   cudaFree(impl_->blas_workspace);
-  cudaFree(impl_->skinny_buffer);
   cudaFree(impl_->flush_buffer);
   cudaFree(impl_->attention_workspace);
   for (void* p : impl_->device_buffers) cudaFree(p);

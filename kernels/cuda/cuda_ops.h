@@ -34,9 +34,9 @@ class cuda_ops final : public ops {
   // `bytes`, so that it need not grow (a page-locked allocation, which
   // synchronises) while serving. Called once at start-up.
   void reserve_staging(size_t bytes);
-  // Which kernel computes this product now ("cuBLAS", a GEMV or a skinny
-  // variant; with `gated`, gated_linear's: "cuBLAS" (then silu_and_mul) or
-  // a GEMV-GLU variant), without tuning (for tests and logs).
+  // Which kernel computes this product now ("cuBLAS" or a GEMV variant;
+  // with `gated`, gated_linear's: "cuBLAS" (then silu_and_mul) or a
+  // GEMV-GLU variant), without tuning (for tests and logs).
   std::string product_kernel(const tensor& x, const tensor& w, const tensor& out,
                              bool gated = false);
   ~cuda_ops() override;
@@ -106,16 +106,14 @@ class cuda_ops final : public ops {
   struct impl;  // defined in cuda_ops.cpp (named by its helpers there)
 
  private:
-  // A product: the tuned choice for its shape (decode GEMV, skinny
-  // tensor-core kernel or cuBLAS), cuBLAS when untuned.
+  // A product: the tuned choice for its shape (decode GEMV or cuBLAS),
+  // cuBLAS when untuned.
   void gemm(const tensor& x, const tensor& w, const tensor& out);
   void gemm_cublas(const tensor& x, const tensor& w, const tensor& out);
-  // Runs `choice` (>= 0) of gemm_choice on the product.
-  void gemm_kernel(int choice, const tensor& x, const tensor& w, const tensor& out);
   // The choice for this shape, tuned now when tuning is allowed and the
-  // shape is new: -1 cuBLAS; else a GEMV variant (0 .. gemv variants - 1)
-  // or a skinny one (after them). With `gated` (gated_linear; out is
-  // [m, w.rows / 2]): -1 cuBLAS and silu_and_mul, else a GEMV-GLU variant.
+  // shape is new: -1 cuBLAS, else a GEMV variant. With `gated`
+  // (gated_linear; out is [m, w.rows / 2]): -1 cuBLAS then silu_and_mul,
+  // else a GEMV-GLU variant.
   int gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated = false);
   std::unique_ptr<impl> impl_;
 };

@@ -18,7 +18,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/gemv.h"
-#include "kernels/cuda/gemm/skinny.h"
 #include "kernels/cuda/sampling/sampling.h"
 
 namespace troupe {
@@ -79,21 +78,13 @@ struct cuda_ops::impl {
                  cuda::gemv_num_variants() - 1);
     return gemv_auto;
   }();
-  // TROUPE_SKINNY=off: no skinny tensor-core products (cuBLAS from 9 rows);
-  // TROUPE_GLU=off: gated_linear always as a product then silu_and_mul.
-  static bool env_on(const char* name) {
-    const char* v = std::getenv(name);
+  // TROUPE_GLU=off (or 0, false): gated_linear always as a product, then
+  // silu_and_mul (comparisons).
+  bool glu_on = [] {
+    const char* v = std::getenv("TROUPE_GLU");
     return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
                             std::strcmp(v, "false") != 0);
-  }
-  bool skinny_on = env_on("TROUPE_SKINNY");
-  bool glu_on = env_on("TROUPE_GLU");
-  // The skinny products' split-K scratch: 16 MiB of partial sums and 4096
-  // tile counters, one allocation made with the cuBLAS workspace.
-  static constexpr size_t skinny_workspace_bytes = size_t{16} << 20;
-  static constexpr int64_t skinny_counters = 4096;
-  void* skinny_buffer = nullptr;
-  cuda::skinny_scratch skinny;
+  }();
   bool tuning_allowed = false;
   // (rows, n, k, weight type, output type, gated) -> gemm_choice's answer.
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool>, int> gemm_choices;

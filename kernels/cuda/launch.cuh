@@ -11,8 +11,9 @@
 // only read what no kernel writes between uploads, such as the step's
 // host-uploaded metadata (the decode attention reads its sequence lengths
 // and first block-table entries there; an upload is a copy, not a kernel,
-// and the stream orders it fully) and the weights (the decode products
-// request their first weight rows there). pdl_begin() also lets the next kernel be scheduled once all of
+// and the stream orders it fully), the weights (the decode products
+// request their first weight rows there) and K/V cache rows of earlier
+// steps (the decode attention requests its first keys there). pdl_begin() also lets the next kernel be scheduled once all of
 // this kernel's blocks have passed their wait. On a kernel launched without
 // the attribute, both instructions do nothing.
 // TROUPE_PDL=0 (or off, false) launches everything plainly (comparisons).
@@ -40,6 +41,18 @@ __device__ __forceinline__ void pdl_begin() {
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("TROUPE_PDL");
+    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
+                            std::strcmp(v, "false") != 0);
+  }();
+  return on;
+}
+
+// TROUPE_PRELOAD=0 (or off, false): the decode products and the decode
+// attention request nothing before their PDL wait (comparisons; by default
+// they request what no kernel of the step writes: weights, older K/V rows).
+inline bool preload_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TROUPE_PRELOAD");
     return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
                             std::strcmp(v, "false") != 0);
   }();

@@ -1,11 +1,9 @@
-// The decode products (kernels/cuda/gemm: the GEMV, its GLU form, the
-// skinny tensor-core kernel) against a double-precision reference on the
-// same rounded inputs: every variant, 1-8 rows (skinny: up to 64), bf16
-// and f16, outputs in the input type and in float32, widths that are not
-// multiples of a warp's stride and row counts that leave a warp or a tile
-// partly empty, split-K with and without room for it; and cuda_ops'
-// choice between them and cuBLAS (tuning at warm-up, TROUPE_GEMV,
-// TROUPE_SKINNY, gated_linear). Skipped where no CUDA device is visible (the build
+// The decode products (kernels/cuda/gemm/gemv.cu: the GEMV and its GLU
+// form) against a double-precision reference on the same rounded inputs:
+// every variant, 1-8 rows, bf16 and f16, outputs in the input type and in
+// float32, widths that are not multiples of a warp's stride and row counts
+// that leave a warp partly empty; and cuda_ops' choice between them and
+// cuBLAS (tuning at warm-up, TROUPE_GEMV, gated_linear). Skipped where no CUDA device is visible (the build
 // machines); run on the GPU host by scripts/gpu-check.sh.
 #include <gtest/gtest.h>
 
@@ -22,7 +20,6 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/activation/activation.h"
 #include "kernels/cuda/gemm/gemv.h"
-#include "kernels/cuda/gemm/skinny.h"
 
 namespace troupe {
 namespace {
@@ -137,70 +134,6 @@ TEST_F(cuda_gemv, every_variant_matches_the_reference) {
   }
 }
 
-// The skinny kernel: row counts across fragment (8) and block edges, tiles
-// of weight rows partly past n, K slices ending inside a 32-wide step; with
-// the split-K scratch (several splits, checked) and without (one split);
-// a second call gives the same bits (the tile counters were left at zero).
-TEST_F(cuda_gemv, skinny_variants_match_the_reference) {
-  struct shape {
-    int64_t n, k;
-  };
-  const shape shapes[] = {{1, 8}, {67, 264}, {130, 1000}, {300, 4104}};
-  const int64_t rows[] = {1, 7, 9, 16, 33, 64};
-  const size_t ws_bytes = size_t{8} << 20;
-  float* ws = nullptr;
-  int* counters = nullptr;
-  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&counters, 64 * sizeof(int)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(counters, 0, 64 * sizeof(int)), cudaSuccess);
-  const cuda::skinny_scratch with{ws, ws_bytes, counters, 64}, without{};
-  uint32_t seed = 500;
-  int split_runs = 0;
-  for (dtype type : {dtype::bf16, dtype::f16}) {
-    for (const shape& s : shapes) {
-      for (int64_t m : rows) {
-        tensor x, w;
-        const problem p = make(type, m, s.n, s.k, seed++, x, w);
-        ASSERT_TRUE(cuda::skinny_supported(element_of(type), m, s.k, x.data, w.data));
-        for (bool out_f32 : {false, true}) {
-          for (int v = 0; v < cuda::skinny_num_variants(); ++v) {
-            for (const cuda::skinny_scratch* scratch : {&with, &without}) {
-              const int splits = cuda::skinny_splits(v, m, s.n, s.k, *scratch);
-              if (scratch == &without) {
-                EXPECT_EQ(splits, 1);
-              }
-              split_runs += splits > 1 ? 1 : 0;
-              const std::string what = std::string(type == dtype::bf16 ? "bf16" : "f16") +
-                                       (out_f32 ? " -> f32 " : " ") + cuda::skinny_variant_name(v) +
-                                       " m=" + std::to_string(m) + " n=" + std::to_string(s.n) +
-                                       " k=" + std::to_string(s.k) + " splits=" + std::to_string(splits);
-              const tensor out = poisoned(out_f32 ? dtype::f32 : type, m + 1, s.n);
-              cuda::skinny(element_of(type), out_f32, v, x.data, m, w.data, s.n, s.k, out.data, *scratch,
-                           nullptr);
-              check(p, out, type, what);
-              std::vector<float> first(out.rows * out.cols), again(first.size());
-              ops_->download(out, first.data());
-              cuda::skinny(element_of(type), out_f32, v, x.data, m, w.data, s.n, s.k, out.data, *scratch,
-                           nullptr);
-              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-              ops_->download(out, again.data());
-              for (size_t i = 0; i < static_cast<size_t>(m * s.n); ++i) {
-                ASSERT_EQ(first[i], again[i]) << what << ": a second call differs at " << i;
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  EXPECT_GT(split_runs, 100) << "split-K was hardly exercised";
-  std::vector<int> left(64);
-  ASSERT_EQ(cudaMemcpy(left.data(), counters, 64 * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
-  for (int c : left) EXPECT_EQ(c, 0) << "a tile counter was not reset";
-  cudaFree(ws);
-  cudaFree(counters);
-}
-
 // The GLU form: close to the reference silu(round(g)) * round(u), and bit
 // for bit the plain GEMV followed by silu_and_mul.
 TEST_F(cuda_gemv, glu_variants_match_gemv_then_silu_and_mul) {
@@ -258,22 +191,15 @@ TEST_F(cuda_gemv, supported_only_where_it_can_run) {
   EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::f32, 1, 64, x.data, w.data));
   const char* misaligned = static_cast<const char*>(x.data) + 2;
   EXPECT_FALSE(cuda::gemv_supported(cuda::element_type::bf16, 1, 64, misaligned, w.data));
-  EXPECT_TRUE(cuda::skinny_supported(cuda::element_type::bf16, 64, 64, x.data, w.data));
-  EXPECT_FALSE(cuda::skinny_supported(cuda::element_type::bf16, 65, 64, x.data, w.data));
-  EXPECT_FALSE(cuda::skinny_supported(cuda::element_type::bf16, 0, 64, x.data, w.data));
-  EXPECT_FALSE(cuda::skinny_supported(cuda::element_type::bf16, 4, 60, x.data, w.data));
-  EXPECT_FALSE(cuda::skinny_supported(cuda::element_type::f32, 4, 64, x.data, w.data));
-  EXPECT_FALSE(cuda::skinny_supported(cuda::element_type::bf16, 4, 64, misaligned, w.data));
 }
 
-// cuda_ops::linear: shapes of up to 64 rows are timed at warm-up (GEMV
-// variants up to 8 rows and skinny ones against cuBLAS) and then run with
-// the choice; larger ones and untuned ones with cuBLAS. Every path matches
-// the reference, and a tuned product is the same bit for bit on every
-// later call.
+// cuda_ops::linear: shapes of up to 8 rows are timed at warm-up (GEMV
+// variants against cuBLAS) and then run with the choice; larger ones and
+// untuned ones with cuBLAS. Every path matches the reference, and a tuned
+// product is the same bit for bit on every later call.
 TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
   const int64_t n = 300, k = 512;
-  const std::vector<int64_t> rows = {1, 2, 4, 8, 16, 64, 65};
+  const std::vector<int64_t> rows = {1, 2, 4, 8, 16};
   for (int64_t m : rows) {
     tensor x, w;
     const problem p = make(dtype::bf16, m, n, k, 100 + m, x, w);
@@ -295,26 +221,9 @@ TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
   }
   const std::string report = ops_->tuning_report();
   EXPECT_EQ(report.find("differs"), std::string::npos) << "a variant disagreed with cuBLAS:\n" << report;
-  // Six row counts up to 64, each with a bf16 and a float32 output: 12 shapes.
-  EXPECT_NE(report.find("decode GEMM tuning: 12 shapes timed"), std::string::npos) << report;
-  EXPECT_NE(report.find("16x512"), std::string::npos) << "16 rows not tuned:\n" << report;
-  EXPECT_EQ(report.find("65x512"), std::string::npos) << "65 rows tuned:\n" << report;
-  EXPECT_NE(report.find("skinny r16 u4 b2"), std::string::npos) << "no skinny candidate:\n" << report;
-}
-
-TEST_F(cuda_gemv, troupe_skinny_off_leaves_more_than_8_rows_to_cublas) {
-  setenv("TROUPE_SKINNY", "off", 1);
-  auto ops = std::make_unique<cuda_ops>(0, 64);
-  unsetenv("TROUPE_SKINNY");
-  ops_.swap(ops);
-  tensor x, w;
-  const problem p = make(dtype::bf16, 16, 300, 512, 31, x, w);
-  const tensor out = poisoned(dtype::bf16, 17, 300);
-  tuned_linear(x, w, out);
-  check(p, out, dtype::bf16, "TROUPE_SKINNY=off");
-  EXPECT_EQ(ops_->tuning_report(), "");
-  EXPECT_EQ(ops_->product_kernel(x, w, out), "cuBLAS");
-  ops_.swap(ops);
+  // Four row counts up to 8, each with a bf16 and a float32 output: 8 shapes.
+  EXPECT_NE(report.find("decode GEMM tuning: 8 shapes timed"), std::string::npos) << report;
+  EXPECT_EQ(report.find("16x512"), std::string::npos) << "16 rows tuned:\n" << report;
 }
 
 // gated_linear: up to 8 rows tuned (GEMV-GLU variants against cuBLAS and
@@ -384,8 +293,7 @@ TEST_F(cuda_gemv, tuning_rejects_a_variant_that_misses_outputs) {
        at = report.find("differs from cuBLAS", at + 1)) {
     ++rejected;
   }
-  EXPECT_EQ(rejected, static_cast<size_t>(cuda::gemv_num_variants() + cuda::skinny_num_variants()))
-      << report;
+  EXPECT_EQ(rejected, static_cast<size_t>(cuda::gemv_num_variants())) << report;
   EXPECT_EQ(ops_->product_kernel(x, w, out), "cuBLAS");
 }
 

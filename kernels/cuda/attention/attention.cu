@@ -17,17 +17,20 @@
 // of the best, keeping at least min_keys_per_split keys per split, at most
 // max_splits, and no more than the workspace holds. Mixed batches decode
 // with one split (their decodes are many). The SM count is queried once per
-// device and cached.
+// device and cached. TROUPE_DECODE_SPLITS=N forces N splits on decode-only
+// batches (for comparisons).
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "common/check.h"
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/attention/attention_params.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda {
 
@@ -72,6 +75,16 @@ struct decode_plan {
   int num_splits = 1;
 };
 
+// TROUPE_DECODE_SPLITS=N (comparisons): decode-only batches with N splits
+// (at most the workspace's) instead of the heuristic's.
+int forced_decode_splits() {
+  static const int n = [] {
+    const char* v = std::getenv("TROUPE_DECODE_SPLITS");
+    return v == nullptr ? 0 : std::max(0, std::atoi(v));
+  }();
+  return n;
+}
+
 int choose_splits(int64_t blocks, int64_t slots, int64_t limit) {
   if (limit <= 1) return 1;
   std::array<double, attention::max_splits + 1> efficiency{};
@@ -113,6 +126,8 @@ decode_plan plan_decode(element_type t, const paged_attention_args& a) {
   int64_t splits = 1;
   if (a.num_splits > 0) {
     splits = a.num_splits;
+  } else if (a.max_query_len == 1 && forced_decode_splits() > 0) {
+    splits = forced_decode_splits();
   } else if (a.max_query_len == 1) {
     const int64_t max_seq_len =
         a.max_seq_len > 0 ? a.max_seq_len : a.max_blocks_per_seq * a.block_size;
@@ -173,6 +188,7 @@ void paged_attention(element_type t, const paged_attention_args& args, cudaStrea
   p.head_dim = static_cast<int>(a.head_dim);
   p.head_chunks = plan.head_chunks;
   p.num_splits = plan.num_splits;
+  p.preload = preload_enabled();
   p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
   if (plan.num_splits > 1) {
     const int64_t rows = a.num_seqs * a.num_heads * plan.num_splits;

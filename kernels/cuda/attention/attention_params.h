@@ -35,6 +35,7 @@ struct params {
   int head_chunks = 1;  // decode: blocks per KV head (query heads split in chunks)
   int num_splits = 1;   // decode
   float scale_log2 = 0.0f;  // softmax scale * log2(e): scores live in the exp2 domain
+  bool preload = false;     // decode: older K/V rows requested before the PDL wait
 };
 
 // Head-dimension variants: vectorised rows of 16 bytes (head_dim * element

@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   // The step's metadata (query_start_loc, seq_lens, block tables) is
   // uploaded before the step's first kernel and written by no kernel, so
   // it and the first table lookup are read before waiting for the kernel
-  // ahead (launch.cuh); Q and the K/V cache (this step's rows are written
-  // by qkv_rope_cache) only after.
+  // ahead (launch.cuh); Q and this step's K/V rows (written by
+  // qkv_rope_cache) only after.
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   const char* k_head = static_cast<const char*>(p.k_cache) +
                        static_cast<int64_t>(kv_head) * p.head_dim * elem;
@@ -94,6 +94,40 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
     const int slot = one_block_a_step ? step_slot + (key - step) : slot_of(p, table, key);
     return static_cast<int64_t>(slot) * row_bytes;
   };
+
+  uint4 kc[2][k_chunks];  // keys step + g and step + 8 + g
+  uint4 vc[4][v_chunks];  // keys step + 2t, 2t + 1, 2t + 8, 2t + 9
+  auto load_kv = [&] {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int key = step + 8 * nt + g;
+      const bool valid = key < key_end;
+      const char* row = valid ? k_head + row_offset(key) : k_head;
+#pragma unroll
+      for (int j = 0; j < k_chunks; ++j) {
+        const int dim_byte = (32 * j + 8 * t) * elem;
+        kc[nt][j] = load_row_chunk(row, dim_byte, valid && dim_byte < dim_bytes);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int key = step + 2 * t + (r & 1) + 8 * (r >> 1);
+      const bool valid = key < key_end;
+      const char* row = valid ? v_head + row_offset(key) : v_head;
+#pragma unroll
+      for (int h = 0; h < v_chunks; ++h) {
+        const int dim_byte = (64 * h + 8 * g) * elem;
+        vc[r][h] = load_row_chunk(row, dim_byte, valid && dim_byte < dim_bytes);
+      }
+    }
+  };
+  // The first step's keys and values are requested before the wait too
+  // when none of them is this step's: the sequence's one new key (its
+  // last, num_keys - 1) is the only cache row the kernels of this step
+  // write for it, and every older row was written by an earlier step
+  // (launch.cuh). TROUPE_PRELOAD=0 waits first.
+  bool preloaded = p.preload && step < key_end && step + mma_step_keys <= num_keys - 1;
+  if (preloaded) load_kv();
 
   pdl_begin();
 
@@ -130,30 +164,8 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   float l[2] = {0.0f, 0.0f};            // this lane's part of their sums
 
   for (; step < key_end; step += step_stride) {  // warp-uniform
-    uint4 kc[2][k_chunks];  // keys step + g and step + 8 + g
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int key = step + 8 * nt + g;
-      const bool valid = key < key_end;
-      const char* row = valid ? k_head + row_offset(key) : k_head;
-#pragma unroll
-      for (int j = 0; j < k_chunks; ++j) {
-        const int dim_byte = (32 * j + 8 * t) * elem;
-        kc[nt][j] = load_row_chunk(row, dim_byte, valid && dim_byte < dim_bytes);
-      }
-    }
-    uint4 vc[4][v_chunks];  // keys step + 2t, 2t + 1, 2t + 8, 2t + 9
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int key = step + 2 * t + (r & 1) + 8 * (r >> 1);
-      const bool valid = key < key_end;
-      const char* row = valid ? v_head + row_offset(key) : v_head;
-#pragma unroll
-      for (int h = 0; h < v_chunks; ++h) {
-        const int dim_byte = (64 * h + 8 * g) * elem;
-        vc[r][h] = load_row_chunk(row, dim_byte, valid && dim_byte < dim_bytes);
-      }
-    }
+    if (!preloaded) load_kv();
+    preloaded = false;
     if (one_block_a_step) {
       const int next = step + step_stride;
       if (next < key_end) step_slot = slot_of(p, table, next);  // lands while the loads fly

@@ -1,8 +1,5 @@
 #include "kernels/cuda/gemm/gemv.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -179,7 +176,7 @@ void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, cudaS
   const auto blocks = static_cast<unsigned>((warps + warps_per_block - 1) / warps_per_block);
   launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, GLU>, blocks, warps_per_block * 32, 0, stream,
              static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out),
-             gemv_preload());
+             preload_enabled());
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -242,15 +239,6 @@ struct glu_call {
 };
 
 }  // namespace
-
-bool gemv_preload() {
-  static const bool on = [] {
-    const char* v = std::getenv("TROUPE_GEMV_PRELOAD");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
-  return on;
-}
 
 int gemv_num_variants() { return num_variants; }
 

@@ -5,7 +5,7 @@
 // buffered, the first ones before the PDL wait), and used for all m rows.
 // Several variants (rows per warp, loads in flight); cuda_ops times them
 // against cuBLAS per shape at start-up and keeps the fastest (docs/gpu.md,
-// "Decode GEMV"). TROUPE_GEMV_PRELOAD=0 requests the weights only after
+// "Decode products"). TROUPE_PRELOAD=0 requests the weights only after
 // the PDL wait (comparisons).
 #pragma once
 
@@ -18,10 +18,6 @@
 namespace troupe::cuda {
 
 constexpr int gemv_max_rows = 8;
-
-// Whether the decode products request their first weights before the PDL
-// wait (TROUPE_GEMV_PRELOAD, default on).
-bool gemv_preload();
 
 // Variants 0 .. gemv_num_variants() - 1.
 int gemv_num_variants();
