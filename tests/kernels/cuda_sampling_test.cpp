@@ -99,10 +99,11 @@ struct batch {
   }
 };
 
-enum class mode { greedy, top_k, top_p, min_p, all_three, penalties, greedy_penalties };
+// plain: temperature alone (1.0 or 0.6), the blocks-per-chunk path.
+enum class mode { greedy, top_k, top_p, min_p, all_three, penalties, greedy_penalties, plain };
 const char* name(mode m) {
   const char* names[] = {"greedy", "top_k", "top_p", "min_p", "all_three", "penalties",
-                         "greedy_penalties"};
+                         "greedy_penalties", "plain"};
   return names[static_cast<int>(m)];
 }
 
@@ -133,6 +134,7 @@ batch make_batch(int64_t vocab, int64_t rows, mode m, uint32_t seed) {
     p.num_logprobs = r % 4 == 0 ? -1 : r % 4 == 1 ? 0 : r % 4 == 2 ? 5 : 20;
     switch (m) {
       case mode::greedy: p.temperature = 0.0f; break;
+      case mode::plain: p.temperature = r % 2 == 0 ? 1.0f : 0.6f; break;
       case mode::top_k: p.temperature = 0.7f; p.top_k = 50; break;
       case mode::top_p: p.top_p = 0.9f; break;
       case mode::min_p: p.min_p = 0.05f; break;
@@ -211,7 +213,7 @@ TEST_F(cuda_sampling, matches_the_cpu_sampler) {
   for (int64_t vocab : {1000, 32000, 151936}) {
     for (int64_t rows : {1, 7, 64}) {
       for (mode m : {mode::greedy, mode::top_k, mode::top_p, mode::min_p, mode::all_three,
-                     mode::penalties, mode::greedy_penalties}) {
+                     mode::penalties, mode::greedy_penalties, mode::plain}) {
         SCOPED_TRACE(std::string(name(m)) + " vocab " + std::to_string(vocab) + " rows " +
                      std::to_string(rows));
         const batch b = make_batch(vocab, rows, m, static_cast<uint32_t>(vocab + rows));
@@ -348,6 +350,7 @@ TEST_F(cuda_sampling, DISABLED_bench_64_rows_of_128256) {
                   {"sampled top_p 0.9", mode::top_p, -1},
                   {"sampled top_k 100 top_p 0.9 min_p 0.02", mode::all_three, -1},
                   {"sampled, no filters", mode::min_p, -1},
+                  {"sampled, temperature alone (T 1 / 0.6)", mode::plain, -1},
                   {"sampled top_p 0.9 + 5 logprobs", mode::top_p, 5},
                   {"sampled with penalties", mode::penalties, -1}};
   for (const variant& v : variants) {

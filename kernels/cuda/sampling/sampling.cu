@@ -1,8 +1,10 @@
-// The GPU sampler: one block of 1024 threads per row. See sampling.h for the
+// The GPU sampler: one block of 1024 threads per row (greedy and unfiltered
+// rows: their maximum over blocks of 256 first). See sampling.h for the
 // contract and docs/gpu.md for how it matches the CPU sampler.
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sampling/candidates.cuh"
 #include "kernels/cuda/sampling/sampling.h"
 #include "kernels/cuda/sampling/select.cuh"
@@ -342,32 +344,201 @@ __device__ void write_logprobs(const float* __restrict__ raw, int64_t vocab, int
   }
 }
 
+// ---- rows sampled from the whole row, spread over blocks ----------------------
+
+// Rows that are greedy, or sampled with no filter (no top_k below the
+// vocabulary, top_p >= 1, min_p <= 0), without penalties and not forced:
+// their token is a maximum over the row (the argmax, or the race's best
+// score given the row's maximum logit), which blocks of fast_threads
+// compute chunk by chunk (fast_max_kernel, then fast_race_kernel) and
+// sample_kernel combines. A maximum is the same whatever the partition, so
+// the token is the one-block path's bit for bit. One 1024-thread block a
+// row left a 64-row batch on 64 SMs and a single row on one.
+constexpr int fast_chunk = 4096;  // tokens a block: a multiple of 4 (a Philox call's tokens)
+constexpr int fast_threads = 256;
+constexpr int64_t fast_max_chunks = 65535;  // gridDim.y
+
+__device__ __forceinline__ bool greedy_row(const sample_params& p, int64_t vocab) {
+  return p.temperature < sampling_eps || p.top_k == 1 || vocab == 1;
+}
+
+__device__ __forceinline__ bool fast_row(const sample_params& p, int64_t vocab) {
+  if (p.forced_token >= 0 || has_penalties(p)) return false;
+  return greedy_row(p, vocab) || (!(p.top_k > 0 && p.top_k < vocab) && p.min_p <= 0.0f && p.top_p >= 1.0f);
+}
+
+__device__ __forceinline__ u64 fast_block_max(u64 v) {
+  __shared__ u64 warp_max[fast_threads / 32];
+  for (int o = 16; o > 0; o /= 2) {
+    const u64 other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = other > v ? other : v;
+  }
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = warp_max[0];
+  for (int w = 1; w < fast_threads / 32; ++w) v = warp_max[w] > v ? warp_max[w] : v;
+  return v;
+}
+
+// The maximum of a row's chunk partials (every thread of a block of
+// `threads` gets it).
+template <int threads, class Reduce>
+__device__ __forceinline__ u64 max_of_chunks(const u64* partial, int64_t chunks, Reduce reduce) {
+  u64 v = 0;
+  for (int64_t c = threadIdx.x; c < chunks; c += threads) v = partial[c] > v ? partial[c] : v;
+  return reduce(v);
+}
+
+// partial_max[row, chunk] = the chunk's largest (key, id), as choose_token's.
+__global__ void __launch_bounds__(fast_threads)
+    fast_max_kernel(const float* __restrict__ logits, int64_t vocab,
+                    const sample_params* __restrict__ params, u64* partial_max) {
+  pdl_begin();  // the logits are the kernel ahead's (launch.cuh)
+  const int64_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
+  const sample_params p = params[row];
+  if (!fast_row(p, vocab)) return;
+  const float* raw = logits + static_cast<int64_t>(p.logits_row) * vocab;
+  const int64_t begin = chunk * fast_chunk;
+  const int64_t end = begin + fast_chunk < vocab ? begin + fast_chunk : vocab;
+  u64 best = 0;
+  if ((reinterpret_cast<uintptr_t>(raw + begin) & 15u) == 0) {
+    for (int64_t i = begin + 4 * threadIdx.x; i < end; i += 4 * fast_threads) {
+      float v[4];
+      if (i + 4 <= end) {
+        const float4 q = *reinterpret_cast<const float4*>(raw + i);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
+        for (int j = 0; j < 4; ++j) v[j] = i + j < end ? raw[i + j] : NAN;
+      }
+      for (int j = 0; j < 4; ++j) {
+        if (i + j >= end) break;
+        const u64 packed = pack_key_id(order_key(v[j]), static_cast<int32_t>(i + j));
+        best = packed > best ? packed : best;
+      }
+    }
+  } else {
+    for (int64_t i = begin + threadIdx.x; i < end; i += fast_threads) {
+      const u64 packed = pack_key_id(order_key(raw[i]), static_cast<int32_t>(i));
+      best = packed > best ? packed : best;
+    }
+  }
+  best = fast_block_max(best);
+  if (threadIdx.x == 0) partial_max[row * chunks + chunk] = best;
+}
+
+// partial_race[row, chunk] = the chunk's best race score (key, id), as
+// race(row_source) with no cut and no bound (sampled rows only).
+__global__ void __launch_bounds__(fast_threads)
+    fast_race_kernel(const float* __restrict__ logits, int64_t vocab,
+                     const sample_params* __restrict__ params, const u64* partial_max,
+                     u64* partial_race) {
+  pdl_begin();  // partial_max is the kernel ahead's
+  const int64_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
+  const sample_params p = params[row];
+  if (!fast_row(p, vocab) || greedy_row(p, vocab)) return;
+  const float* raw = logits + static_cast<int64_t>(p.logits_row) * vocab;
+  const u64 best = max_of_chunks<fast_threads>(partial_max + row * chunks, chunks,
+                                               [](u64 v) { return fast_block_max(v); });
+  __syncthreads();  // fast_block_max's shared slots are reused below
+  keep_rule rule;
+  rule.max_key = static_cast<uint32_t>(best >> 32);
+  rule.max_logit = key_value(rule.max_key);
+  rule.temperature = p.temperature;
+  const row_source src{raw, vocab};
+  const bool aligned = (reinterpret_cast<uintptr_t>(src.x) & 15u) == 0;
+  const int64_t group_end = (chunk * fast_chunk + fast_chunk) / 4;
+  u64 race_best = 0;
+  for (int64_t g = chunk * fast_chunk / 4 + threadIdx.x; g < group_end && g * 4 < src.n;
+       g += fast_threads) {
+    const int64_t base = g * 4;
+    float v[4];
+    if (aligned && base + 4 <= src.n) {
+      const float4 q = *reinterpret_cast<const float4*>(src.x + base);
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
+      for (int j = 0; j < 4; ++j) v[j] = base + j < src.n ? src.x[base + j] : NAN;
+    }
+    float w[4];
+    bool kept[4], any = false;
+    for (int j = 0; j < 4; ++j) {
+      kept[j] = rule.keeps(v[j], order_key(v[j]), static_cast<int32_t>(base + j), w[j]);
+      any = any || kept[j];
+    }
+    if (!any) continue;
+    const philox_block r = sampling_philox(p.seed, p.step, static_cast<uint32_t>(g));
+    for (int j = 0; j < 4; ++j) {
+      if (kept[j]) race_one(race_best, w[j], r.v[j], base + j);
+    }
+  }
+  race_best = fast_block_max(race_best);
+  if (threadIdx.x == 0) partial_race[row * chunks + chunk] = race_best;
+}
+
+// The token of a fast row from the chunk partials (every thread gets it).
+__device__ int32_t fast_token(const sample_params& p, int64_t vocab, const u64* partial_max,
+                              const u64* partial_race, int64_t chunks, kernel_shared& sh) {
+  auto reduce = [&](u64 v) { return block_max_u64(v, sh.reduce); };
+  const u64 best = max_of_chunks<sample_block_threads>(partial_max, chunks, reduce);
+  if (greedy_row(p, vocab)) return packed_id(best);
+  const u64 race_best = max_of_chunks<sample_block_threads>(partial_race, chunks, reduce);
+  return race_best == 0 ? packed_id(best) : packed_id(race_best);  // as cut_and_race
+}
+
 __global__ void __launch_bounds__(sample_block_threads)
     sample_kernel(const float* __restrict__ logits, int64_t vocab,
                   const sample_params* __restrict__ params, const int32_t* __restrict__ ids,
-                  float* scratch, int32_t* token_ids, sample_output* outputs) {
+                  float* scratch, const u64* partial_max, const u64* partial_race, int64_t chunks,
+                  int32_t* token_ids, sample_output* outputs) {
   __shared__ kernel_shared sh;
   const int64_t row = blockIdx.x;
   const sample_params p = params[row];
   const float* raw = logits + static_cast<int64_t>(p.logits_row) * vocab;
   int32_t token = p.forced_token;
-  if (token < 0) token = choose_token(raw, vocab, p, ids, scratch + row * vocab, sh);
+  if (token < 0 && chunks > 0 && fast_row(p, vocab)) {
+    token = fast_token(p, vocab, partial_max + row * chunks, partial_race + row * chunks, chunks, sh);
+  } else if (token < 0) {
+    token = choose_token(raw, vocab, p, ids, scratch + row * vocab, sh);
+  }
   if (token_ids != nullptr && threadIdx.x == 0) token_ids[row] = token;
   if (outputs != nullptr) write_logprobs(raw, vocab, token, p.num_logprobs, outputs[row], sh);
 }
 
 }  // namespace
 
+namespace {
+
+int64_t fast_chunks(int64_t vocab) {
+  const int64_t chunks = (vocab + fast_chunk - 1) / fast_chunk;
+  return chunks <= fast_max_chunks ? chunks : 0;  // 0: every row on the one-block path
+}
+
+// The penalized rows' copies, then the fast path's partials (16-byte aligned).
+size_t rows_bytes(int64_t n, int64_t vocab) {
+  return (static_cast<size_t>(n) * static_cast<size_t>(vocab) * sizeof(float) + 15) & ~size_t{15};
+}
+
+}  // namespace
+
 size_t sample_scratch_bytes(int64_t n, int64_t vocab) {
-  return static_cast<size_t>(n) * static_cast<size_t>(vocab) * sizeof(float);
+  return rows_bytes(n, vocab) + 2 * static_cast<size_t>(n * fast_chunks(vocab)) * sizeof(u64);
 }
 
 void sample(const float* logits, int64_t vocab, const sample_params* params,
             const int32_t* penalty_ids, int64_t n, void* scratch, int32_t* token_ids,
             sample_output* outputs, cudaStream_t stream) {
   if (n == 0) return;
+  const int64_t chunks = fast_chunks(vocab);
+  u64* partial_max = reinterpret_cast<u64*>(static_cast<char*>(scratch) + rows_bytes(n, vocab));
+  u64* partial_race = partial_max + n * chunks;
+  if (chunks > 0) {
+    const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(chunks));
+    launch_pdl(fast_max_kernel, grid, fast_threads, 0, stream, logits, vocab, params, partial_max);
+    launch_pdl(fast_race_kernel, grid, fast_threads, 0, stream, logits, vocab, params,
+               static_cast<const u64*>(partial_max), partial_race);
+  }
   sample_kernel<<<static_cast<unsigned>(n), sample_block_threads, 0, stream>>>(
-      logits, vocab, params, penalty_ids, static_cast<float*>(scratch), token_ids, outputs);
+      logits, vocab, params, penalty_ids, static_cast<float*>(scratch), partial_max, partial_race,
+      chunks, token_ids, outputs);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
