@@ -67,7 +67,7 @@ struct cuda_ops::impl {
   std::map<int64_t, cudaGraphExec_t> graphs;
   // Decode products (gemm_choice): TROUPE_GEMV=auto (default: each shape
   // of up to gemv_max_rows rows timed at warm-up, GEMV variants against
-  // cuBLAS), off (cuBLAS only) or v0..v3 (that variant wherever it runs).
+  // cuBLAS), off (cuBLAS only) or v0..v5 (that variant wherever it runs).
   static constexpr int gemv_off = -2, gemv_auto = -1;
   int gemv_mode = [] {
     const char* v = std::getenv("TROUPE_GEMV");

@@ -159,6 +159,8 @@ constexpr variant_info variants[] = {
     {8, 1, "gemv u8 r1"},
     {2, 2, "gemv u2 r2"},
     {4, 2, "gemv u4 r2"},
+    {2, 1, "gemv u2 r1"},
+    {2, 4, "gemv u2 r4"},
 };
 constexpr int num_variants = sizeof(variants) / sizeof(variants[0]);
 // GLU variants: one gate row and its up row per warp.
@@ -166,6 +168,7 @@ constexpr variant_info glu_variants[] = {
     {2, 2, "gemv-glu u2"},
     {4, 2, "gemv-glu u4"},
     {8, 2, "gemv-glu u8"},
+    {1, 2, "gemv-glu u1"},
 };
 constexpr int num_glu_variants = sizeof(glu_variants) / sizeof(glu_variants[0]);
 
@@ -187,7 +190,9 @@ void launch_variant(int variant, const void* x, const void* w, int64_t n, int64_
     case 0: return launch<T, OutT, M, 4, 1, false>(x, w, n, k, out, stream);
     case 1: return launch<T, OutT, M, 8, 1, false>(x, w, n, k, out, stream);
     case 2: return launch<T, OutT, M, 2, 2, false>(x, w, n, k, out, stream);
-    default: return launch<T, OutT, M, 4, 2, false>(x, w, n, k, out, stream);
+    case 3: return launch<T, OutT, M, 4, 2, false>(x, w, n, k, out, stream);
+    case 4: return launch<T, OutT, M, 2, 1, false>(x, w, n, k, out, stream);
+    default: return launch<T, OutT, M, 2, 4, false>(x, w, n, k, out, stream);
   }
 }
 
@@ -197,7 +202,8 @@ void launch_glu_variant(int variant, const void* x, const void* w, int64_t d, in
   switch (variant) {
     case 0: return launch<T, T, M, 2, 2, true>(x, w, d, k, out, stream);
     case 1: return launch<T, T, M, 4, 2, true>(x, w, d, k, out, stream);
-    default: return launch<T, T, M, 8, 2, true>(x, w, d, k, out, stream);
+    case 2: return launch<T, T, M, 8, 2, true>(x, w, d, k, out, stream);
+    default: return launch<T, T, M, 1, 2, true>(x, w, d, k, out, stream);
   }
 }
 
