@@ -51,7 +51,9 @@ echo "| check | result | detail |"
 echo "| --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo
-cat "$out/roofline/roofline.md" 2>/dev/null || tail -20 "$out/roofline.log"
+if [[ ${ROOFLINE:-1} == 1 ]]; then
+  cat "$out/roofline/roofline.md" 2>/dev/null || tail -20 "$out/roofline.log"
+fi
 for log in "$out/roofline/attention_bench.log.out" "$out/roofline/gemm_bench.log.out"; do
   [[ -f $log ]] && { echo; cat "$log"; }
 done

@@ -78,7 +78,8 @@ double time_cold_us(cudaStream_t stream, F&& run, G&& prepare) {
 int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated) {
   impl& m = *impl_;
   if (m.gemv_mode == impl::gemv_off || w.type == dtype::f32 ||
-      (out.type != w.type && out.type != dtype::f32) || (gated && (!m.glu_on || out.type != w.type))) {
+      (out.type != w.type && out.type != dtype::f32) ||
+      (gated && (!m.glu_on || out.type != w.type))) {
     return -1;
   }
   const cuda::element_type et = element_of(w.type);
@@ -205,7 +206,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
                std::fabs(double(got[i]) - want[i]) <= rel * std::fabs(double(want[i])) + 1e-3 * max_want;
     }
     char buf[96];
-    std::snprintf(buf, sizeof buf, ", %s %.1f%s", c.name, us, agrees ? "" : " (differs from cuBLAS: not used)");
+    std::snprintf(buf, sizeof buf, ", %s %.1f%s", c.name, us,
+                  agrees ? "" : " (differs from cuBLAS: not used)");
     timings += buf;
     if (!agrees) {
       std::fprintf(stderr, "troupe: %s differs from cuBLAS on a %lldx%lld -> %lld product; not used\n",

@@ -38,12 +38,15 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// An on/off switch from the environment: on unless set to 0, off or false.
+inline bool env_switch(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ||
+         (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 && std::strcmp(v, "false") != 0);
+}
+
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TROUPE_PDL");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
+  static const bool on = env_switch("TROUPE_PDL");
   return on;
 }
 
@@ -51,11 +54,7 @@ inline bool pdl_enabled() {
 // attention request nothing before their PDL wait (comparisons; by default
 // they request what no kernel of the step writes: weights, older K/V rows).
 inline bool preload_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TROUPE_PRELOAD");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
+  static const bool on = env_switch("TROUPE_PRELOAD");
   return on;
 }
 

@@ -146,7 +146,9 @@ __global__ void __launch_bounds__(warps_per_block * 32)
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
       for (int m = 0; m < M; ++m)
-        if (lane == (r * M + m) % 32 && row0 + r < n) out[m * n + row0 + r] = store_as<OutT>(acc[r][m]);
+        if (lane == (r * M + m) % 32 && row0 + r < n) {
+          out[m * n + row0 + r] = store_as<OutT>(acc[r][m]);
+        }
   }
 }
 
@@ -268,7 +270,9 @@ void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, c
           int64_t n, int64_t k, void* out, cudaStream_t stream) {
   if (n == 0) return;
   if (t == element_type::bf16) {
-    if (out_f32) return with_rows(m, plain_call<__nv_bfloat16, float>{variant, x, w, n, k, out, stream});
+    if (out_f32) {
+      return with_rows(m, plain_call<__nv_bfloat16, float>{variant, x, w, n, k, out, stream});
+    }
     return with_rows(m, plain_call<__nv_bfloat16, __nv_bfloat16>{variant, x, w, n, k, out, stream});
   }
   if (out_f32) return with_rows(m, plain_call<__half, float>{variant, x, w, n, k, out, stream});
@@ -278,7 +282,9 @@ void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, c
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
               int64_t k, void* out, cudaStream_t stream) {
   if (d == 0) return;
-  if (t == element_type::bf16) return with_rows(m, glu_call<__nv_bfloat16>{variant, x, w, d, k, out, stream});
+  if (t == element_type::bf16) {
+    return with_rows(m, glu_call<__nv_bfloat16>{variant, x, w, d, k, out, stream});
+  }
   return with_rows(m, glu_call<__half>{variant, x, w, d, k, out, stream});
 }
 

@@ -116,11 +116,13 @@ __device__ u64 race(const list_source& src, const keep_rule& rule, const sample_
   return best;
 }
 
-// The race over the whole row, four neighbouring tokens per Philox call.
-__device__ u64 race(const row_source& src, const keep_rule& rule, const sample_params& p) {
+// The race over groups g of four neighbouring tokens (one Philox call
+// each) of the row, from `first` in steps of `stride` up to `end`.
+__device__ u64 race_groups(const row_source& src, const keep_rule& rule, const sample_params& p,
+                           int64_t first, int64_t end, int64_t stride) {
   u64 best = 0;
   const bool aligned = (reinterpret_cast<uintptr_t>(src.x) & 15u) == 0;
-  for (int64_t g = threadIdx.x; g * 4 < src.n; g += sample_block_threads) {
+  for (int64_t g = first; g < end && g * 4 < src.n; g += stride) {
     const int64_t base = g * 4;
     float v[4];
     if (aligned && base + 4 <= src.n) {
@@ -142,6 +144,11 @@ __device__ u64 race(const row_source& src, const keep_rule& rule, const sample_p
     }
   }
   return best;
+}
+
+// The race over the whole row.
+__device__ u64 race(const row_source& src, const keep_rule& rule, const sample_params& p) {
+  return race_groups(src, rule, p, threadIdx.x, (src.n + 3) / 4, sample_block_threads);
 }
 
 // top_k and top_p cuts on the source (the list or the row), then the race.
@@ -364,7 +371,8 @@ __device__ __forceinline__ bool greedy_row(const sample_params& p, int64_t vocab
 
 __device__ __forceinline__ bool fast_row(const sample_params& p, int64_t vocab) {
   if (p.forced_token >= 0 || has_penalties(p)) return false;
-  return greedy_row(p, vocab) || (!(p.top_k > 0 && p.top_k < vocab) && p.min_p <= 0.0f && p.top_p >= 1.0f);
+  return greedy_row(p, vocab) ||
+         (!(p.top_k > 0 && p.top_k < vocab) && p.min_p <= 0.0f && p.top_p >= 1.0f);
 }
 
 __device__ __forceinline__ u64 fast_block_max(u64 v) {
@@ -444,32 +452,9 @@ __global__ void __launch_bounds__(fast_threads)
   rule.max_key = static_cast<uint32_t>(best >> 32);
   rule.max_logit = key_value(rule.max_key);
   rule.temperature = p.temperature;
-  const row_source src{raw, vocab};
-  const bool aligned = (reinterpret_cast<uintptr_t>(src.x) & 15u) == 0;
-  const int64_t group_end = (chunk * fast_chunk + fast_chunk) / 4;
-  u64 race_best = 0;
-  for (int64_t g = chunk * fast_chunk / 4 + threadIdx.x; g < group_end && g * 4 < src.n;
-       g += fast_threads) {
-    const int64_t base = g * 4;
-    float v[4];
-    if (aligned && base + 4 <= src.n) {
-      const float4 q = *reinterpret_cast<const float4*>(src.x + base);
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-    } else {
-      for (int j = 0; j < 4; ++j) v[j] = base + j < src.n ? src.x[base + j] : NAN;
-    }
-    float w[4];
-    bool kept[4], any = false;
-    for (int j = 0; j < 4; ++j) {
-      kept[j] = rule.keeps(v[j], order_key(v[j]), static_cast<int32_t>(base + j), w[j]);
-      any = any || kept[j];
-    }
-    if (!any) continue;
-    const philox_block r = sampling_philox(p.seed, p.step, static_cast<uint32_t>(g));
-    for (int j = 0; j < 4; ++j) {
-      if (kept[j]) race_one(race_best, w[j], r.v[j], base + j);
-    }
-  }
+  const int64_t first_group = chunk * fast_chunk / 4;
+  u64 race_best = race_groups(row_source{raw, vocab}, rule, p, first_group + threadIdx.x,
+                              first_group + fast_chunk / 4, fast_threads);
   race_best = fast_block_max(race_best);
   if (threadIdx.x == 0) partial_race[row * chunks + chunk] = race_best;
 }
@@ -495,7 +480,8 @@ __global__ void __launch_bounds__(sample_block_threads)
   const float* raw = logits + static_cast<int64_t>(p.logits_row) * vocab;
   int32_t token = p.forced_token;
   if (token < 0 && chunks > 0 && fast_row(p, vocab)) {
-    token = fast_token(p, vocab, partial_max + row * chunks, partial_race + row * chunks, chunks, sh);
+    token = fast_token(p, vocab, partial_max + row * chunks, partial_race + row * chunks, chunks,
+                       sh);
   } else if (token < 0) {
     token = choose_token(raw, vocab, p, ids, scratch + row * vocab, sh);
   }
