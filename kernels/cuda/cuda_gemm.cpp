@@ -169,28 +169,23 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   // last output column unwritten, which the check below must catch.
   const char* drop = std::getenv("TROUPE_DEBUG_GEMV_DROP_LAST");
   const int64_t n_run = n_out - (drop != nullptr && std::strcmp(drop, "1") == 0 ? 1 : 0);
-  // Candidates: the GEMV-GLU variants (gated) or the GEMV variants.
-  struct candidate {
-    int choice;
-    const char* name;
-  };
-  std::vector<candidate> candidates;
+  // The candidates: the GEMV-GLU variants (gated) or the GEMV variants.
   const int variants = gated ? cuda::gemv_glu_num_variants() : cuda::gemv_num_variants();
-  for (int v = 0; v < variants; ++v) {
-    candidates.push_back({v, gated ? cuda::gemv_glu_variant_name(v) : cuda::gemv_variant_name(v)});
-  }
+  auto name_of = [&](int v) {
+    return gated ? cuda::gemv_glu_variant_name(v) : cuda::gemv_variant_name(v);
+  };
   int best = -1;
   double best_us = blas_us;
   std::string timings;
-  for (const candidate& c : candidates) {
+  for (int v = 0; v < variants; ++v) {
     const double us = time_cold_us(
         m.stream,
         [&] {
           if (gated) {
-            cuda::gemv_glu(et, c.choice, tx, x.rows, w.data, n_run, w.cols, tout, m.stream);
+            cuda::gemv_glu(et, v, tx, x.rows, w.data, n_run, w.cols, tout, m.stream);
           } else {
-            cuda::gemv(et, out.type == dtype::f32, c.choice, tx, x.rows, w.data, n_run, w.cols,
-                       tout, m.stream);
+            cuda::gemv(et, out.type == dtype::f32, v, tx, x.rows, w.data, n_run, w.cols, tout,
+                       m.stream);
           }
         },
         prepare);
@@ -206,28 +201,27 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
                std::fabs(double(got[i]) - want[i]) <= rel * std::fabs(double(want[i])) + 1e-3 * max_want;
     }
     char buf[96];
-    std::snprintf(buf, sizeof buf, ", %s %.1f%s", c.name, us,
+    std::snprintf(buf, sizeof buf, ", %s %.1f%s", name_of(v), us,
                   agrees ? "" : " (differs from cuBLAS: not used)");
     timings += buf;
     if (!agrees) {
       std::fprintf(stderr, "troupe: %s differs from cuBLAS on a %lldx%lld -> %lld product; not used\n",
-                   c.name, static_cast<long long>(x.rows), static_cast<long long>(w.cols),
+                   name_of(v), static_cast<long long>(x.rows), static_cast<long long>(w.cols),
                    static_cast<long long>(w.rows));
       continue;
     }
     // A candidate must beat cuBLAS by 2% (not by timing noise).
     if (us < 0.98 * blas_us && us < best_us) {
-      best = c.choice;
+      best = v;
       best_us = us;
     }
   }
-  const char* best_name = "cuBLAS";
-  for (const candidate& c : candidates) best_name = c.choice == best ? c.name : best_name;
   char head[192];
   std::snprintf(head, sizeof head, "%lldx%lld -> %lld%s: %s (us: cuBLAS%s %.1f",
                 static_cast<long long>(x.rows), static_cast<long long>(w.cols),
                 static_cast<long long>(w.rows),
-                gated ? " (gated)" : out.type == dtype::f32 ? " (float32 out)" : "", best_name,
+                gated ? " (gated)" : out.type == dtype::f32 ? " (float32 out)" : "",
+                best < 0 ? "cuBLAS" : name_of(best),
                 gated ? " + silu_and_mul" : "", blas_us);
   m.tuning_lines.push_back(std::string(head) + timings + ")");
   m.tuning_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

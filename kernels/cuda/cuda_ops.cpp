@@ -55,6 +55,16 @@ class op_scope {
     TROUPE_CUDA_CHECK(cudaEventRecord(span_.end, m_.stream));
     m_.spans.push_back(std::move(span_));
   }
+  // A product of x and w with `outputs` columns: "op MxK -> N" and the
+  // bytes it moves (weights, x, the output).
+  op_scope(cuda_ops::impl& m, const char* op, const tensor& x, const tensor& w, int64_t outputs)
+      : op_scope(
+            m,
+            [&] {
+              return std::string(op) + " " + std::to_string(x.rows) + "x" +
+                     std::to_string(w.cols) + " -> " + std::to_string(outputs);
+            },
+            static_cast<double>((w.numel() + x.numel() + outputs * x.rows) * dtype_size(w.type))) {}
   op_scope(const op_scope&) = delete;
   op_scope& operator=(const op_scope&) = delete;
 
@@ -442,14 +452,7 @@ void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, cons
   TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows);
   TROUPE_CHECK(x.type == w.type);
   if (x.rows == 0) return;
-  const double bytes = static_cast<double>((w.numel() + x.numel() + out.cols * x.rows) * dtype_size(w.type));
-  op_scope scope(
-      *impl_,
-      [&] {
-        return "linear " + std::to_string(x.rows) + "x" + std::to_string(w.cols) + " -> " +
-               std::to_string(w.rows);
-      },
-      bytes);
+  op_scope scope(*impl_, "linear", x, w, w.rows);
   gemm(x, w, out);
   if (bias != nullptr) {
     TROUPE_CHECK(bias->type == out.type);
@@ -535,14 +538,7 @@ void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate
     silu_and_mul(gate_up, tensor{out.data, out.type, x.rows, out.cols});
     return;
   }
-  const double bytes = static_cast<double>((w.numel() + x.numel() + out.cols * x.rows) * dtype_size(w.type));
-  op_scope scope(
-      *impl_,
-      [&] {
-        return "gated_linear " + std::to_string(x.rows) + "x" + std::to_string(w.cols) + " -> " +
-               std::to_string(out.cols);
-      },
-      bytes);
+  op_scope scope(*impl_, "gated_linear", x, w, out.cols);
   cuda::gemv_glu(element_of(w.type), choice, x.data, x.rows, w.data, out.cols, w.cols, out.data,
                  impl_->stream);
 }

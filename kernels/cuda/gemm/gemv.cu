@@ -1,5 +1,7 @@
 #include "kernels/cuda/gemm/gemv.h"
 
+#include <utility>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -185,28 +187,17 @@ void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, cudaS
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
-template <class T, class OutT, int M>
+// Launches entry `variant` of the table (variants, or glu_variants with
+// GLU): the kernel's unroll and rows come from the table itself.
+template <class T, class OutT, int M, bool GLU, size_t... I>
 void launch_variant(int variant, const void* x, const void* w, int64_t n, int64_t k, void* out,
-                    cudaStream_t stream) {
-  switch (variant) {
-    case 0: return launch<T, OutT, M, 4, 1, false>(x, w, n, k, out, stream);
-    case 1: return launch<T, OutT, M, 8, 1, false>(x, w, n, k, out, stream);
-    case 2: return launch<T, OutT, M, 2, 2, false>(x, w, n, k, out, stream);
-    case 3: return launch<T, OutT, M, 4, 2, false>(x, w, n, k, out, stream);
-    case 4: return launch<T, OutT, M, 2, 1, false>(x, w, n, k, out, stream);
-    default: return launch<T, OutT, M, 2, 4, false>(x, w, n, k, out, stream);
-  }
-}
-
-template <class T, int M>
-void launch_glu_variant(int variant, const void* x, const void* w, int64_t d, int64_t k, void* out,
-                        cudaStream_t stream) {
-  switch (variant) {
-    case 0: return launch<T, T, M, 2, 2, true>(x, w, d, k, out, stream);
-    case 1: return launch<T, T, M, 4, 2, true>(x, w, d, k, out, stream);
-    case 2: return launch<T, T, M, 8, 2, true>(x, w, d, k, out, stream);
-    default: return launch<T, T, M, 1, 2, true>(x, w, d, k, out, stream);
-  }
+                    cudaStream_t stream, std::index_sequence<I...>) {
+  constexpr const variant_info* table = GLU ? glu_variants : variants;
+  auto run = [&](auto i) {
+    launch<T, OutT, M, table[i].unroll, table[i].rows, GLU>(x, w, n, k, out, stream);
+    return true;
+  };
+  (void)((variant == static_cast<int>(I) && run(std::integral_constant<size_t, I>{})) || ...);
 }
 
 // Calls F::template run<M>() for m in 1..gemv_max_rows.
@@ -224,26 +215,21 @@ void with_rows(int64_t m, F&& f) {
   }
 }
 
-template <class T, class OutT>
-struct plain_call {
+// A product for with_rows: the GEMV (OutT: T or float) or, with GLU, the
+// GEMV-GLU (OutT = T, n = d).
+template <class T, class OutT, bool GLU>
+struct call {
   int variant;
   const void *x, *w;
   int64_t n, k;
   void* out;
   cudaStream_t stream;
   template <int M>
-  void run() const { launch_variant<T, OutT, M>(variant, x, w, n, k, out, stream); }
-};
-
-template <class T>
-struct glu_call {
-  int variant;
-  const void *x, *w;
-  int64_t d, k;
-  void* out;
-  cudaStream_t stream;
-  template <int M>
-  void run() const { launch_glu_variant<T, M>(variant, x, w, d, k, out, stream); }
+  void run() const {
+    launch_variant<T, OutT, M, GLU>(
+        variant, x, w, n, k, out, stream,
+        std::make_index_sequence<GLU ? num_glu_variants : num_variants>{});
+  }
 };
 
 }  // namespace
@@ -270,22 +256,21 @@ void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, c
           int64_t n, int64_t k, void* out, cudaStream_t stream) {
   if (n == 0) return;
   if (t == element_type::bf16) {
-    if (out_f32) {
-      return with_rows(m, plain_call<__nv_bfloat16, float>{variant, x, w, n, k, out, stream});
-    }
-    return with_rows(m, plain_call<__nv_bfloat16, __nv_bfloat16>{variant, x, w, n, k, out, stream});
+    using bf16 = __nv_bfloat16;
+    if (out_f32) return with_rows(m, call<bf16, float, false>{variant, x, w, n, k, out, stream});
+    return with_rows(m, call<bf16, bf16, false>{variant, x, w, n, k, out, stream});
   }
-  if (out_f32) return with_rows(m, plain_call<__half, float>{variant, x, w, n, k, out, stream});
-  return with_rows(m, plain_call<__half, __half>{variant, x, w, n, k, out, stream});
+  if (out_f32) return with_rows(m, call<__half, float, false>{variant, x, w, n, k, out, stream});
+  return with_rows(m, call<__half, __half, false>{variant, x, w, n, k, out, stream});
 }
 
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
               int64_t k, void* out, cudaStream_t stream) {
   if (d == 0) return;
   if (t == element_type::bf16) {
-    return with_rows(m, glu_call<__nv_bfloat16>{variant, x, w, d, k, out, stream});
+    return with_rows(m, call<__nv_bfloat16, __nv_bfloat16, true>{variant, x, w, d, k, out, stream});
   }
-  return with_rows(m, glu_call<__half>{variant, x, w, d, k, out, stream});
+  return with_rows(m, call<__half, __half, true>{variant, x, w, d, k, out, stream});
 }
 
 }  // namespace troupe::cuda

@@ -34,6 +34,31 @@ __device__ __forceinline__ bool has_penalties(const sample_params& p) {
          ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && p.num_output_ids > 0);
 }
 
+// Greedy: temperature < 1e-5, top_k 1 or a vocabulary of one.
+__device__ __forceinline__ bool greedy_row(const sample_params& p, int64_t vocab) {
+  return p.temperature < sampling_eps || p.top_k == 1 || vocab == 1;
+}
+
+// The token is a maximum over the raw row (sampling.cu's chunked path):
+// greedy, or sampled with no filter (no top_k below the vocabulary, top_p
+// >= 1, min_p <= 0), without penalties, not forced.
+__device__ __forceinline__ bool fast_row(const sample_params& p, int64_t vocab) {
+  if (p.forced_token >= 0 || has_penalties(p)) return false;
+  return greedy_row(p, vocab) ||
+         (!(p.top_k > 0 && p.top_k < vocab) && p.min_p <= 0.0f && p.top_p >= 1.0f);
+}
+
+// The largest (key, id) of x[i] for i = first, first + stride, ... < end.
+__device__ __forceinline__ u64 argmax_packed(const float* x, int64_t first, int64_t end,
+                                             int64_t stride) {
+  u64 best = 0;
+  for (int64_t i = first; i < end; i += stride) {
+    const u64 packed = pack_key_id(order_key(x[i]), static_cast<int32_t>(i));
+    best = packed > best ? packed : best;
+  }
+  return best;
+}
+
 // out = the penalized copy of raw (apply_penalties of the CPU sampler).
 // Output counts are taken in place: each output token's slot of `out`
 // becomes a tagged counter (a NaN pattern), counted with atomics, then
@@ -249,13 +274,9 @@ __device__ int32_t choose_token(const float* __restrict__ raw, int64_t vocab,
     penalize(raw, vocab, p, ids, row_scratch);
     x = row_scratch;
   }
-  u64 thread_best = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += sample_block_threads) {
-    const u64 packed = pack_key_id(order_key(x[i]), static_cast<int32_t>(i));
-    thread_best = packed > thread_best ? packed : thread_best;
-  }
+  const u64 thread_best = argmax_packed(x, threadIdx.x, vocab, sample_block_threads);
   const u64 best = block_max_u64(thread_best, sh.reduce);
-  if (p.temperature < sampling_eps || p.top_k == 1 || vocab == 1) return packed_id(best);
+  if (greedy_row(p, vocab)) return packed_id(best);
   return sample_filtered(x, vocab, p, thread_best, best, sh);
 }
 
@@ -353,10 +374,9 @@ __device__ void write_logprobs(const float* __restrict__ raw, int64_t vocab, int
 
 // ---- rows sampled from the whole row, spread over blocks ----------------------
 
-// Rows that are greedy, or sampled with no filter (no top_k below the
-// vocabulary, top_p >= 1, min_p <= 0), without penalties and not forced:
-// their token is a maximum over the row (the argmax, or the race's best
-// score given the row's maximum logit), which blocks of fast_threads
+// The rows fast_row() accepts: their token is a maximum over the row (the
+// argmax, or the race's best score given the row's maximum logit), which
+// blocks of fast_threads
 // compute chunk by chunk (fast_max_kernel, then fast_race_kernel) and
 // sample_kernel combines. A maximum is the same whatever the partition, so
 // the token is the one-block path's bit for bit. One 1024-thread block a
@@ -365,27 +385,9 @@ constexpr int fast_chunk = 4096;  // tokens a block: a multiple of 4 (a Philox c
 constexpr int fast_threads = 256;
 constexpr int64_t fast_max_chunks = 65535;  // gridDim.y
 
-__device__ __forceinline__ bool greedy_row(const sample_params& p, int64_t vocab) {
-  return p.temperature < sampling_eps || p.top_k == 1 || vocab == 1;
-}
-
-__device__ __forceinline__ bool fast_row(const sample_params& p, int64_t vocab) {
-  if (p.forced_token >= 0 || has_penalties(p)) return false;
-  return greedy_row(p, vocab) ||
-         (!(p.top_k > 0 && p.top_k < vocab) && p.min_p <= 0.0f && p.top_p >= 1.0f);
-}
-
 __device__ __forceinline__ u64 fast_block_max(u64 v) {
-  __shared__ u64 warp_max[fast_threads / 32];
-  for (int o = 16; o > 0; o /= 2) {
-    const u64 other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = other > v ? other : v;
-  }
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = warp_max[0];
-  for (int w = 1; w < fast_threads / 32; ++w) v = warp_max[w] > v ? warp_max[w] : v;
-  return v;
+  __shared__ u64 wide[fast_threads / 32];
+  return block_max_u64(v, wide);
 }
 
 // The maximum of a row's chunk partials (every thread of a block of
@@ -408,29 +410,7 @@ __global__ void __launch_bounds__(fast_threads)
   const float* raw = logits + static_cast<int64_t>(p.logits_row) * vocab;
   const int64_t begin = chunk * fast_chunk;
   const int64_t end = begin + fast_chunk < vocab ? begin + fast_chunk : vocab;
-  u64 best = 0;
-  if ((reinterpret_cast<uintptr_t>(raw + begin) & 15u) == 0) {
-    for (int64_t i = begin + 4 * threadIdx.x; i < end; i += 4 * fast_threads) {
-      float v[4];
-      if (i + 4 <= end) {
-        const float4 q = *reinterpret_cast<const float4*>(raw + i);
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-      } else {
-        for (int j = 0; j < 4; ++j) v[j] = i + j < end ? raw[i + j] : NAN;
-      }
-      for (int j = 0; j < 4; ++j) {
-        if (i + j >= end) break;
-        const u64 packed = pack_key_id(order_key(v[j]), static_cast<int32_t>(i + j));
-        best = packed > best ? packed : best;
-      }
-    }
-  } else {
-    for (int64_t i = begin + threadIdx.x; i < end; i += fast_threads) {
-      const u64 packed = pack_key_id(order_key(raw[i]), static_cast<int32_t>(i));
-      best = packed > best ? packed : best;
-    }
-  }
-  best = fast_block_max(best);
+  const u64 best = fast_block_max(argmax_packed(raw, begin + threadIdx.x, end, fast_threads));
   if (threadIdx.x == 0) partial_max[row * chunks + chunk] = best;
 }
 
@@ -447,7 +427,6 @@ __global__ void __launch_bounds__(fast_threads)
   const float* raw = logits + static_cast<int64_t>(p.logits_row) * vocab;
   const u64 best = max_of_chunks<fast_threads>(partial_max + row * chunks, chunks,
                                                [](u64 v) { return fast_block_max(v); });
-  __syncthreads();  // fast_block_max's shared slots are reused below
   keep_rule rule;
   rule.max_key = static_cast<uint32_t>(best >> 32);
   rule.max_logit = key_value(rule.max_key);

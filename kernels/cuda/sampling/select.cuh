@@ -46,17 +46,24 @@ struct block_scratch {
   int i32[sample_block_warps];
 };
 
-__device__ __forceinline__ u64 block_max_u64(u64 v, block_scratch& s) {
+// The maximum over a block of WARPS warps (every thread gets it), with
+// one shared slot a warp.
+template <int WARPS>
+__device__ __forceinline__ u64 block_max_u64(u64 v, u64 (&wide)[WARPS]) {
   for (int o = 16; o > 0; o /= 2) {
     const u64 other = __shfl_xor_sync(0xffffffffu, v, o);
     v = other > v ? other : v;
   }
-  if (threadIdx.x % 32 == 0) s.wide[threadIdx.x / 32] = v;
+  if (threadIdx.x % 32 == 0) wide[threadIdx.x / 32] = v;
   __syncthreads();
-  v = s.wide[0];
-  for (int w = 1; w < sample_block_warps; ++w) v = s.wide[w] > v ? s.wide[w] : v;
-  __syncthreads();
+  v = wide[0];
+  for (int w = 1; w < WARPS; ++w) v = wide[w] > v ? wide[w] : v;
+  __syncthreads();  // the slots are reused by the next call
   return v;
+}
+
+__device__ __forceinline__ u64 block_max_u64(u64 v, block_scratch& s) {
+  return block_max_u64(v, s.wide);
 }
 
 // Sums in a fixed order (lanes by xor butterfly, then warps in order): the
