@@ -193,6 +193,9 @@ int main(int argc, char** argv) {
   const size_t workspace_bytes = troupe::cuda::paged_attention_workspace_bytes(
       troupe::cuda::paged_attention_workspace_seq_splits(256), num_heads, head_dim);
   void* workspace = device_alloc<char>(workspace_bytes);
+  const int64_t counters = troupe::cuda::paged_attention_split_counters(256, num_heads);
+  auto* split_counters = device_alloc<int32_t>(static_cast<size_t>(counters));
+  TROUPE_CUDA_CHECK(cudaMemset(split_counters, 0, static_cast<size_t>(counters) * 4));
 
   const double copy = copy_gbps(stream, iters, cache_bytes);
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy);
@@ -200,15 +203,19 @@ int main(int argc, char** argv) {
   std::printf("| decode bf16, 32/8 heads, d 128 | splits | eager us | graph us | GB/s (graph) | "
               "of copy |\n| --- | --- | --- | --- | --- | --- |\n");
   // {batch, context, splits (0: the heuristic's)}
-  const int64_t cases[][3] = {{1, 4096, 0},  {8, 4096, 0},   {32, 4096, 0}, {64, 4096, 0},
-                              {64, 1024, 0}, {64, 1024, 2},  {64, 1024, 3}, {64, 1024, 4},
-                              {256, 1024, 0}, {1, 32768, 0}, {16, 16384, 0}};
+  const int64_t cases[][3] = {{1, 256, 0},    {1, 1024, 0},   {1, 1024, 1},  {1, 1024, 4},
+                              {1, 4096, 0},   {1, 4096, 1},   {1, 4096, 4},  {1, 4096, 16},
+                              {8, 4096, 0},   {32, 4096, 0},  {64, 4096, 0}, {64, 1024, 0},
+                              {64, 1024, 2},  {64, 1024, 3},  {64, 1024, 4}, {256, 1024, 0},
+                              {1, 32768, 0},  {16, 16384, 0}};
   for (const auto& c : cases) {
     const batch b = make_batch(c[0], c[1], 1, pool, rng);
     const device_batch d(b);
     troupe::cuda::paged_attention_args a = make_args(b, d, q, k_cache, v_cache, out);
     a.workspace = workspace;
     a.workspace_bytes = workspace_bytes;
+    a.split_counters = split_counters;
+    a.split_counters_count = counters;
     a.num_splits = static_cast<int>(c[2]);
     auto run = [&] { troupe::cuda::paged_attention(element_type::bf16, a, stream); };
     const double eager = time_ms(stream, iters, run);

@@ -303,6 +303,7 @@ cuda_ops::~cuda_ops() {
   cudaFree(impl_->blas_workspace);
   cudaFree(impl_->flush_buffer);
   cudaFree(impl_->attention_workspace);
+  cudaFree(impl_->attention_split_counters);
   for (void* p : impl_->device_buffers) cudaFree(p);
   for (void* p : impl_->host_buffers) cudaFreeHost(p);
   cublasDestroy(impl_->blas);
@@ -336,12 +337,27 @@ void cuda_ops::reserve_attention_workspace(int64_t max_num_seqs, int64_t num_hea
   TROUPE_CUDA_CHECK(cudaSetDevice(impl_->device));
   const size_t bytes = cuda::paged_attention_workspace_bytes(
       cuda::paged_attention_workspace_seq_splits(max_num_seqs), num_heads, head_dim);
-  if (bytes <= impl_->attention_workspace_bytes) return;
+  const int64_t counters = cuda::paged_attention_split_counters(max_num_seqs, num_heads);
+  if (bytes <= impl_->attention_workspace_bytes &&
+      counters <= impl_->attention_split_counters_count) {
+    return;
+  }
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  TROUPE_CUDA_CHECK(cudaFree(impl_->attention_workspace));
-  impl_->attention_workspace = nullptr;
-  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->attention_workspace, bytes));
-  impl_->attention_workspace_bytes = bytes;
+  if (bytes > impl_->attention_workspace_bytes) {
+    TROUPE_CUDA_CHECK(cudaFree(impl_->attention_workspace));
+    impl_->attention_workspace = nullptr;
+    TROUPE_CUDA_CHECK(cudaMalloc(&impl_->attention_workspace, bytes));
+    impl_->attention_workspace_bytes = bytes;
+  }
+  if (counters > impl_->attention_split_counters_count) {
+    TROUPE_CUDA_CHECK(cudaFree(impl_->attention_split_counters));
+    impl_->attention_split_counters = nullptr;
+    const size_t counter_bytes = static_cast<size_t>(counters) * sizeof(int32_t);
+    TROUPE_CUDA_CHECK(cudaMalloc(&impl_->attention_split_counters, counter_bytes));
+    TROUPE_CUDA_CHECK(
+        cudaMemsetAsync(impl_->attention_split_counters, 0, counter_bytes, impl_->stream));
+    impl_->attention_split_counters_count = counters;
+  }
 }
 
 tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
@@ -518,6 +534,8 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
   a.scale = scale;
   a.workspace = impl_->attention_workspace;
   a.workspace_bytes = impl_->attention_workspace_bytes;
+  a.split_counters = impl_->attention_split_counters;
+  a.split_counters_count = impl_->attention_split_counters_count;
   cuda::paged_attention(element_of(q.type), a, impl_->stream);
 }
 

@@ -61,6 +61,8 @@ struct cuda_ops::impl {
   std::vector<void*> host_buffers;
   void* attention_workspace = nullptr;  // split-KV decode partials (owned, not in device_buffers)
   size_t attention_workspace_bytes = 0;
+  int32_t* attention_split_counters = nullptr;  // zero between launches (owned)
+  int64_t attention_split_counters_count = 0;
   int64_t max_num_tokens = 0;
   cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates

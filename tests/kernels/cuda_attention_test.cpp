@@ -138,9 +138,10 @@ class cuda_attention : public ::testing::TestWithParam<element_type> {
   host_case make_host_case(const attention_case& c) const;
   // Runs c on the GPU once per split setting (0: the launcher's choice) and
   // compares with the CPU reference. workspace_seq_splits < 0: room for the
-  // largest split count asked; returns the split counts the launcher used.
+  // largest split count asked; split_counters: hand the launcher its split
+  // counters. Returns the split counts the launcher used.
   std::vector<int> check(const attention_case& c, const std::vector<int>& splits,
-                         int64_t workspace_seq_splits = -1);
+                         int64_t workspace_seq_splits = -1, bool split_counters = true);
   // Rows [0, n) within tolerance of the reference, rows past n still NaN.
   void expect_matches(const std::vector<float>& got, const std::vector<float>& want, int64_t n,
                       int64_t head_dim, int64_t cols, const std::string& what) const;
@@ -212,7 +213,7 @@ host_case cuda_attention::make_host_case(const attention_case& c) const {
 }
 
 std::vector<int> cuda_attention::check(const attention_case& c, const std::vector<int>& splits,
-                                       int64_t workspace_seq_splits) {
+                                       int64_t workspace_seq_splits, bool split_counters) {
   const host_case h = make_host_case(c);
   const int64_t heads = c.num_kv_heads * c.group, cols = heads * c.head_dim;
   const int64_t n = h.query_start_loc.back(), num_seqs = static_cast<int64_t>(c.seqs.size());
@@ -243,6 +244,16 @@ std::vector<int> cuda_attention::check(const attention_case& c, const std::vecto
   a.workspace_bytes = cuda::paged_attention_workspace_bytes(workspace_seq_splits, heads, c.head_dim);
   a.workspace = a.workspace_bytes > 0 ? device(a.workspace_bytes) : nullptr;
 
+  // Split counters for the decode kernel's merge: zero, and zero again after
+  // every launch (checked below).
+  const int64_t counters = cuda::paged_attention_split_counters(num_seqs, heads);
+  auto* counter_buf = static_cast<int32_t*>(device(static_cast<size_t>(counters) * 4));
+  EXPECT_EQ(cudaMemset(counter_buf, 0, static_cast<size_t>(counters) * 4), cudaSuccess);
+  if (split_counters) {
+    a.split_counters = counter_buf;
+    a.split_counters_count = counters;
+  }
+
   std::vector<float> want = h.want;
   want.resize(static_cast<size_t>((n + padding_rows) * cols), nan_value);
   std::vector<int> used;
@@ -258,6 +269,10 @@ std::vector<int> cuda_attention::check(const attention_case& c, const std::vecto
     EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;
     expect_matches(download(a.out, want.size()), want, n, c.head_dim, cols, what);
     if (HasFatalFailure()) break;
+    std::vector<int32_t> left(static_cast<size_t>(counters));
+    EXPECT_EQ(cudaMemcpy(left.data(), counter_buf, left.size() * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(std::count(left.begin(), left.end(), 0), counters) << what << ": counters not reset";
   }
   return used;
 }
@@ -343,6 +358,7 @@ TEST_P(cuda_attention, decode_splits_bounded_by_the_workspace) {
   const int64_t num_seqs = static_cast<int64_t>(c.seqs.size());
   EXPECT_EQ(check(c, {16}, 3 * num_seqs), std::vector<int>{3});
   EXPECT_EQ(check(c, {16, 0}, 0), (std::vector<int>{1, 1}));  // no workspace: one split
+  EXPECT_EQ(check(c, {16, 0}, -1, false), (std::vector<int>{1, 1}));  // no counters: one split
   // The heuristic splits a lone long decode to fill the GPU.
   attention_case one;
   one.seqs = decodes({4096});

@@ -18,7 +18,10 @@
 // max_splits, and no more than the workspace holds. Mixed batches decode
 // with one split (their decodes are many). The SM count is queried once per
 // device and cached. TROUPE_DECODE_SPLITS=N forces N splits on decode-only
-// batches (for comparisons).
+// batches (for comparisons). The count is the launch's (a captured graph's
+// is chosen for max_model_len): each sequence uses as many of them as hold
+// min_keys_per_split keys or more, and the last of its split blocks to
+// finish merges them (decode.cuh, no second kernel).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -38,7 +41,10 @@ namespace {
 
 using attention::row_layout;
 
-constexpr int64_t min_keys_per_split = 128;
+// Keys a split holds at least: splitting 256 keys (batch 1, bf16, H200)
+// was slower than one split (attention_bench: 10.2 us against 11.8 in two
+// splits and 11.6 in four), the merge costing more than the shorter walk.
+constexpr int64_t min_keys_per_split = 256;
 constexpr int max_cached_devices = 64;
 
 int element_size(element_type t) { return t == element_type::f32 ? 4 : 2; }
@@ -139,6 +145,11 @@ decode_plan plan_decode(element_type t, const paged_attention_args& a) {
         static_cast<int64_t>(sm_count()) * attention::decode_blocks_per_sm(plan.variant);
     splits = choose_splits(blocks, slots, limit);
   }
+  // Splits need the workspace and a split counter for each decode block row.
+  const bool counters =
+      a.split_counters != nullptr &&
+      a.num_seqs * a.num_kv_heads * plan.head_chunks <= a.split_counters_count;
+  if (!counters) splits = 1;
   splits = std::min<int64_t>({splits, attention::max_splits, std::max<int64_t>(by_workspace, 1)});
   plan.num_splits = static_cast<int>(std::max<int64_t>(splits, 1));
   return plan;
@@ -188,6 +199,7 @@ void paged_attention(element_type t, const paged_attention_args& args, cudaStrea
   p.head_dim = static_cast<int>(a.head_dim);
   p.head_chunks = plan.head_chunks;
   p.num_splits = plan.num_splits;
+  p.min_split_keys = static_cast<int>(min_keys_per_split);
   p.preload = preload_enabled();
   p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
   if (plan.num_splits > 1) {
@@ -195,12 +207,12 @@ void paged_attention(element_type t, const paged_attention_args& args, cudaStrea
     p.partial_out = static_cast<float*>(a.workspace);
     p.partial_max = p.partial_out + rows * a.head_dim;
     p.partial_sum = p.partial_max + rows;
+    p.split_counters = a.split_counters;
   }
   const int num_seqs = static_cast<int>(a.num_seqs);
   const int num_kv_heads = static_cast<int>(a.num_kv_heads);
 
   attention::launch_decode(plan.variant, p, num_kv_heads, num_seqs, stream);
-  if (plan.num_splits > 1) attention::launch_decode_reduce(t, p, num_seqs, stream);
   if (a.max_query_len > 1) {
     attention::launch_prefill(t, head_dim_bucket(a.head_dim), vec16_rows(t, a), p,
                               static_cast<int>(a.max_query_len), num_seqs, stream);
@@ -215,6 +227,10 @@ int64_t paged_attention_workspace_seq_splits(int64_t max_num_seqs) {
 
 size_t paged_attention_workspace_bytes(int64_t seq_splits, int64_t num_heads, int64_t head_dim) {
   return static_cast<size_t>(seq_splits * num_heads * (head_dim + 2)) * sizeof(float);
+}
+
+int64_t paged_attention_split_counters(int64_t max_num_seqs, int64_t num_heads) {
+  return max_num_seqs * num_heads;  // num_kv_heads * head_chunks <= num_heads
 }
 
 }  // namespace troupe::cuda

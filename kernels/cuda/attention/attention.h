@@ -12,9 +12,10 @@
 // graph capturable).
 //
 // Two kernels (see attention.cu): sequences with one query token go to the
-// split-KV decode kernel (partials in `workspace`, merged by a small reduce
-// kernel when a launch uses more than one split), longer queries to the tiled
-// prefill kernel. A mixed batch runs both, each skipping the other's sequences.
+// split-KV decode kernel (partials in `workspace`, merged by the last split
+// block of each KV head to finish, counting in `split_counters`), longer
+// queries to the tiled prefill kernel. A mixed batch runs both, each skipping
+// the other's sequences.
 //
 // REQUIRES: head_dim <= 256 and even; num_heads % num_kv_heads == 0;
 // max_query_len >= every sequence's query length (0: num_tokens is used).
@@ -52,8 +53,15 @@ struct paged_attention_args {
   // batches). See paged_attention_workspace_bytes.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Zero-filled ints (paged_attention_split_counters of them for the batch's
+  // num_seqs and num_heads), left zero by every launch: the decode kernel's
+  // last split block per (sequence, KV head) counts there and merges the
+  // splits. Without them (or too few) decodes run with one split.
+  int32_t* split_counters = nullptr;
+  int64_t split_counters_count = 0;
   // Splits per sequence for the decode kernel: 0 chooses from the SM count,
-  // the batch and max_seq_len. A captured CUDA graph freezes the count (the
+  // the batch and max_seq_len; a sequence uses fewer when its splits would
+  // hold under 256 keys. A captured CUDA graph freezes the count (the
   // kernel derives each split's key range from the live seq_lens on the
   // device, so any count stays correct as contexts grow).
   int num_splits = 0;
@@ -73,5 +81,8 @@ int64_t paged_attention_workspace_seq_splits(int64_t max_num_seqs);
 // Bytes of workspace for `seq_splits` (sequence, split) pairs: per query head
 // a float32 output row, running max and sum.
 size_t paged_attention_workspace_bytes(int64_t seq_splits, int64_t num_heads, int64_t head_dim);
+
+// Split counters enough for decode batches of up to max_num_seqs sequences.
+int64_t paged_attention_split_counters(int64_t max_num_seqs, int64_t num_heads);
 
 }  // namespace troupe::cuda

@@ -10,7 +10,7 @@
 
 namespace troupe::cuda::attention {
 
-constexpr int max_splits = 128;  // decode splits per sequence (reduce kernel's table)
+constexpr int max_splits = 128;  // decode splits per sequence (the split merge's scratch)
 
 struct params {
   const void* q = nullptr;
@@ -24,6 +24,10 @@ struct params {
   float* partial_out = nullptr;  // rows of head_dim
   float* partial_max = nullptr;  // log2-domain running max; -inf: empty split
   float* partial_sum = nullptr;
+  // One int a (sequence, block row y = KV head chunk), zero between
+  // launches: the last split block of each counts to the sequence's split
+  // count, merges the splits and zeroes its counter again.
+  int32_t* split_counters = nullptr;
   int64_t q_row_stride = 0;   // num_heads * head_dim (q and out)
   int64_t kv_row_stride = 0;  // num_kv_heads * head_dim
   int max_blocks_per_seq = 0;
@@ -33,7 +37,8 @@ struct params {
   int group = 0;  // num_heads / num_kv_heads
   int head_dim = 0;
   int head_chunks = 1;  // decode: blocks per KV head (query heads split in chunks)
-  int num_splits = 1;   // decode
+  int num_splits = 1;   // decode: the launch's; a sequence may use fewer
+  int min_split_keys = 1;  // decode: keys a split holds at least (split_of)
   float scale_log2 = 0.0f;  // softmax scale * log2(e): scores live in the exp2 domain
   bool preload = false;     // decode: older K/V rows requested before the PDL wait
 };
@@ -59,8 +64,6 @@ void launch_decode(const decode_variant& v, const params& p, int num_kv_heads, i
                    cudaStream_t stream);
 // Resident decode blocks per SM for a variant (cached after the first call).
 int decode_blocks_per_sm(const decode_variant& v);
-// Merges the splits of every single-token sequence into out.
-void launch_decode_reduce(element_type t, const params& p, int num_seqs, cudaStream_t stream);
 
 // Prefill: one block per (64-query tile, query head, sequence); sequences
 // with fewer than 2 query tokens are skipped.

@@ -136,20 +136,4 @@ int decode_blocks_per_sm(const decode_variant& v) {
   return blocks;
 }
 
-void launch_decode_reduce(element_type t, const params& p, int num_seqs, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(num_seqs));
-  switch (t) {
-    case element_type::f32:
-      launch_pdl(decode_reduce_kernel<float>, grid, 128, 0, stream, p);
-      break;
-    case element_type::bf16:
-      launch_pdl(decode_reduce_kernel<__nv_bfloat16>, grid, 128, 0, stream, p);
-      break;
-    case element_type::f16:
-      launch_pdl(decode_reduce_kernel<__half>, grid, 128, 0, stream, p);
-      break;
-  }
-  TROUPE_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace troupe::cuda::attention

@@ -2,7 +2,7 @@
 // SIMT float32 arithmetic: the kernel for float32 (strict FMAs), head_dim 256
 // and rows without 16-byte vectors; bf16/f16 with 16-byte rows up to 128
 // elements take decode_mma.cuh, which shares this file's grid, splits, warp
-// merge (merge_warps_and_store) and reduce kernel.
+// merge (merge_warps_and_store) and split merge (merge_splits_if_last).
 //
 // One block of 4 warps per (split, KV head chunk, sequence). The block holds
 // every query head of its KV head's group (up to GB of them; larger groups
@@ -22,11 +22,14 @@
 //
 // The warps are merged through shared memory. With one split the block
 // writes the normalised output; with several it writes (m, l, output row) to
-// the workspace and decode_reduce_kernel merges the splits. Empty splits
+// the workspace, and the last split block to finish merges the splits
+// (merge_splits_if_last, counting in p.split_counters). A short sequence
+// uses fewer splits than the launch has (split_of). Empty splits
 // (keys beyond seq_len) write m = -inf, l = 0 and a zero row, weighted 0.
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/element.cuh"
@@ -64,15 +67,34 @@ __device__ __forceinline__ void find_slots(const params& p, const int32_t* table
   }
 }
 
+// A decode block's split: keys [begin, end) of its sequence, and how many
+// splits the sequence uses. Each split holds at least p.min_split_keys keys
+// (both counts rounded up to the kernel's `granule`), so a short sequence
+// uses fewer, fuller splits than the launch has (a captured graph's count
+// was chosen for max_model_len); the blocks past `used` have nothing to do.
+struct split_range {
+  int begin, end, used;
+};
+__device__ __forceinline__ split_range split_of(const params& p, int num_keys, int split,
+                                                int granule) {
+  const int keys_needed = max(num_keys, 1);
+  const int keys = max(ceil_div(ceil_div(keys_needed, p.num_splits), granule),
+                       ceil_div(p.min_split_keys, granule)) *
+                   granule;
+  const int begin = split * keys;
+  return {begin, min(num_keys, begin + keys), ceil_div(keys_needed, keys)};
+}
+
 // After the warps of a decode block stored their online-softmax state
 // (s_max, s_sum: [warp][head row]; s_out: [warp][head row][dim], each
 // relative to its warp's max): merges them and writes the block's result,
-// the normalised output rows with one split, else this split's partials.
+// the normalised output rows when the sequence uses one split (`used`),
+// else this split's partials.
 template <class T, int ROWS, int DMAX>
 __device__ __forceinline__ void merge_warps_and_store(
     const params& p, const float (&s_max)[decode_warps][ROWS],
     const float (&s_sum)[decode_warps][ROWS], const float (&s_out)[decode_warps][ROWS][DMAX],
-    int seq, int token, int first_head, int heads_here, int split) {
+    int seq, int token, int first_head, int heads_here, int split, int used) {
   const int n = heads_here * p.head_dim;
   for (int idx = threadIdx.x; idx < n; idx += decode_threads) {
     const int g = idx / p.head_dim;
@@ -89,7 +111,7 @@ __device__ __forceinline__ void merge_warps_and_store(
       o += s_out[w][g][d] * weight;
     }
     const int head = first_head + g;
-    if (p.num_splits == 1) {
+    if (used == 1) {
       T* out = static_cast<T*>(p.out) + static_cast<int64_t>(token) * p.q_row_stride +
                static_cast<int64_t>(head) * p.head_dim;
       out[d] = from_float<T>(sum > 0.0f ? o / sum : 0.0f);
@@ -102,6 +124,110 @@ __device__ __forceinline__ void merge_warps_and_store(
       }
     }
   }
+}
+
+// Merges the first `splits` splits of query heads first_head .. first_head +
+// heads - 1 of sequence `seq` (each split's partials relative to its own
+// max; empty ones, m = -inf, weigh 0) into their normalised output rows, with
+// the whole block. `scratch`: 2 * heads * splits floats of shared memory.
+// Every load of a phase is independent of the others (the partials are
+// read from L2, __ldcg: other blocks of the same launch may have written
+// them).
+template <class T>
+__device__ __forceinline__ void merge_splits(const params& p, int seq, int token, int first_head,
+                                             int heads, int splits, float* scratch) {
+  const int n = heads * splits;
+  float* s_weight = scratch;   // [head][split]: the max, then the weight
+  float* s_sum = scratch + n;  // [head][split]: l; [head][0] ends as the total
+  // Partial rows (seq * num_heads + head) * num_splits + split.
+  auto row = [&](int g, int s) {
+    return (static_cast<int64_t>(seq) * p.num_heads + first_head + g) * p.num_splits + s;
+  };
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t r = row(i / splits, i % splits);
+    s_weight[i] = __ldcg(p.partial_max + r);
+    s_sum[i] = __ldcg(p.partial_sum + r);
+  }
+  __syncthreads();
+  if (threadIdx.x < heads) {
+    float* w = s_weight + threadIdx.x * splits;
+    float* l = s_sum + threadIdx.x * splits;
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, w[s]);
+    float total = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      w[s] = w[s] == -INFINITY ? 0.0f : exp2f(w[s] - mx);
+      total += w[s] * l[s];
+    }
+    l[0] = total;
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(p.out) + static_cast<int64_t>(token) * p.q_row_stride +
+           static_cast<int64_t>(first_head) * p.head_dim;
+  // Each thread merges VEC consecutive dims of one head (16-byte loads when
+  // head_dim allows), its splits' loads unrolled so that several are in
+  // flight at once.
+  auto merge = [&](auto vec) {
+    constexpr int VEC = decltype(vec)::value;
+    const int per_head = p.head_dim / VEC;
+    for (int idx = threadIdx.x; idx < heads * per_head; idx += blockDim.x) {
+      const int g = idx / per_head;
+      const int d = (idx - g * per_head) * VEC;
+      const float* w = s_weight + g * splits;
+      const float* rows = p.partial_out + row(g, 0) * p.head_dim + d;
+      float o[VEC] = {};
+#pragma unroll 8
+      for (int s = 0; s < splits; ++s) {
+        const float* r = rows + static_cast<int64_t>(s) * p.head_dim;
+        if constexpr (VEC == 4) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(r));
+          o[0] += w[s] * v.x;
+          o[1] += w[s] * v.y;
+          o[2] += w[s] * v.z;
+          o[3] += w[s] * v.w;
+        } else {
+          o[0] += w[s] * __ldcg(r);
+        }
+      }
+      const float total = s_sum[g * splits];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        out[g * p.head_dim + d + e] = from_float<T>(total > 0.0f ? o[e] / total : 0.0f);
+      }
+    }
+  };
+  if (p.head_dim % 4 == 0) {
+    merge(std::integral_constant<int, 4>{});
+  } else {
+    merge(std::integral_constant<int, 1>{});
+  }
+}
+
+// Called by every thread of a decode block after merge_warps_and_store: when
+// the sequence uses several splits, the block that stores the last of its
+// (sequence, KV head chunk) merges that chunk's heads over all splits (as the CUDA
+// samples' threadFenceReduction: each block's partials are made visible
+// device-wide before it counts itself, and the last one to count reads
+// them all) and zeroes the counter for the next launch. `scratch`: the
+// warps' merge buffer, free again (2 * heads * num_splits floats fit:
+// num_splits <= max_splits <= 2 * DMAX).
+template <class T>
+__device__ __forceinline__ void merge_splits_if_last(const params& p, int seq, int token,
+                                                     int first_head, int heads_here, int used,
+                                                     float* scratch) {
+  if (used == 1) return;
+  __shared__ bool s_last;
+  __threadfence();  // this thread's partials before the block counts itself
+  __syncthreads();  // (and every thread is done with the merge buffer)
+  if (threadIdx.x == 0) {
+    int32_t* counter = p.split_counters + static_cast<int64_t>(seq) * gridDim.y + blockIdx.y;
+    s_last = atomicAdd(counter, 1) == used - 1;
+    if (s_last) *counter = 0;  // every split has counted
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  merge_splits<T>(p, seq, token, first_head, heads_here, used, scratch);
 }
 
 template <class T, int DMAX, int VEC, int GB>
@@ -124,10 +250,9 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
   const int heads_here = min(GB, p.group - chunk * GB);
   const int num_keys = p.seq_lens[seq];  // the query sits at num_keys - 1 and sees them all
   const int split = blockIdx.x;
-  const int split_keys =
-      ceil_div(ceil_div(max(num_keys, 0), p.num_splits), shape::tile_keys) * shape::tile_keys;
-  const int key_begin = split * split_keys;
-  const int key_end = min(num_keys, key_begin + split_keys);
+  const split_range range = split_of(p, num_keys, split, shape::tile_keys);
+  if (split >= range.used) return;
+  const int key_begin = range.begin, key_end = range.end;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -257,6 +382,7 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
   __shared__ float s_max[decode_warps][GB];
   __shared__ float s_sum[decode_warps][GB];
   __shared__ float s_out[decode_warps][GB][DMAX];
+  static_assert(2 * max_splits <= decode_warps * DMAX, "s_out holds the split merge's scratch");
   if (key_in_step == 0) {
 #pragma unroll
     for (int g = 0; g < GB; ++g) {
@@ -279,45 +405,8 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
   }
   __syncthreads();
   merge_warps_and_store<T, GB, DMAX>(p, s_max, s_sum, s_out, seq, token, first_head, heads_here,
-                                     split);
-}
-
-// One block per (query head, sequence): merges the sequence's split partials
-// (each relative to its own max) into the normalised output row.
-template <class T>
-__global__ void __launch_bounds__(128) decode_reduce_kernel(params p) {
-  pdl_begin();  // before any global memory access (launch.cuh)
-  const int head = blockIdx.x;
-  const int seq = blockIdx.y;
-  const int token = p.query_start_loc[seq];
-  if (p.query_start_loc[seq + 1] - token != 1) return;
-  __shared__ float s_weight[max_splits];
-  __shared__ float s_max;
-  const int64_t r0 = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits;
-  if (threadIdx.x < 32) {
-    float mx = -INFINITY;
-    for (int s = threadIdx.x; s < p.num_splits; s += 32) mx = fmaxf(mx, p.partial_max[r0 + s]);
-    for (int offset = 16; offset > 0; offset /= 2) {
-      mx = fmaxf(mx, __shfl_xor_sync(full_mask, mx, offset));
-    }
-    if (threadIdx.x == 0) s_max = mx;
-  }
-  __syncthreads();
-  const float mx = s_max;
-  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
-    const float ms = p.partial_max[r0 + s];
-    s_weight[s] = ms == -INFINITY ? 0.0f : exp2f(ms - mx);  // empty splits weigh 0
-  }
-  __syncthreads();
-  float sum = 0.0f;
-  for (int s = 0; s < p.num_splits; ++s) sum += s_weight[s] * p.partial_sum[r0 + s];
-  T* out = static_cast<T*>(p.out) + static_cast<int64_t>(token) * p.q_row_stride +
-           static_cast<int64_t>(head) * p.head_dim;
-  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) o += s_weight[s] * p.partial_out[(r0 + s) * p.head_dim + d];
-    out[d] = from_float<T>(sum > 0.0f ? o / sum : 0.0f);
-  }
+                                     split, range.used);
+  merge_splits_if_last<T>(p, seq, token, first_head, heads_here, range.used, &s_out[0][0][0]);
 }
 
 }  // namespace troupe::cuda::attention

@@ -62,10 +62,9 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   const int heads_here = min(ROWS, p.group - chunk * ROWS);
   const int num_keys = p.seq_lens[seq];
   const int split = blockIdx.x;
-  const int split_keys = ceil_div(ceil_div(max(num_keys, 0), p.num_splits), mma_step_keys) *
-                         mma_step_keys;
-  const int key_begin = split * split_keys;
-  const int key_end = min(num_keys, key_begin + split_keys);
+  const split_range range = split_of(p, num_keys, split, mma_step_keys);
+  if (split >= range.used) return;  // a short sequence's unused split
+  const int key_begin = range.begin, key_end = range.end;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -243,6 +242,7 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   __shared__ float s_max[decode_warps][ROWS];
   __shared__ float s_sum[decode_warps][ROWS];
   __shared__ float s_out[decode_warps][ROWS][DMAX];
+  static_assert(2 * max_splits <= decode_warps * DMAX, "s_out holds the split merge's scratch");
 #pragma unroll
   for (int h = 0; h < v_chunks; ++h) {
 #pragma unroll
@@ -266,7 +266,8 @@ __global__ void __launch_bounds__(decode_threads) decode_mma_kernel(params p) {
   }
   __syncthreads();
   merge_warps_and_store<T, ROWS, DMAX>(p, s_max, s_sum, s_out, seq, token, first_head,
-                                       heads_here, split);
+                                       heads_here, split, range.used);
+  merge_splits_if_last<T>(p, seq, token, first_head, heads_here, range.used, &s_out[0][0][0]);
 }
 
 }  // namespace troupe::cuda::attention

@@ -47,12 +47,20 @@ template <class T, bool add_residual>
 __global__ void rms_norm_vec_kernel(T* residual, const T* x, const T* w, float eps, int64_t cols,
                                     int64_t row_stride, int64_t segment_stride, int segments,
                                     T* out) {
-  pdl_begin();  // before any global memory access (launch.cuh)
   constexpr int width = vec16<T>::size;
   const int64_t row = blockIdx.x / segments;
   const int64_t seg = blockIdx.x % segments;
   const int64_t base = row * row_stride + seg * segment_stride;
   const int vecs = static_cast<int>(cols / width);
+  // The norm's weights are written by no kernel: requested before the wait
+  // (launch.cuh), they land while the kernel ahead finishes.
+  vec16<T> wv[max_vecs];
+#pragma unroll
+  for (int i = 0; i < max_vecs; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    if (v < vecs) wv[i] = load16(w + int64_t(v) * width);
+  }
+  pdl_begin();  // before reading x or the residual (launch.cuh)
   vec16<T> held[max_vecs];
   float sum = 0.0f;
 #pragma unroll
@@ -81,11 +89,10 @@ __global__ void rms_norm_vec_kernel(T* residual, const T* x, const T* w, float e
   for (int i = 0; i < max_vecs; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
     if (v >= vecs) break;
-    const vec16<T> wv = load16(w + int64_t(v) * width);
     vec16<T> o;
 #pragma unroll
     for (int e = 0; e < width; ++e) {
-      o.v[e] = from_float<T>(to_float(held[i].v[e]) * inv * to_float(wv.v[e]));
+      o.v[e] = from_float<T>(to_float(held[i].v[e]) * inv * to_float(wv[i].v[e]));
     }
     store16(out + base + int64_t(v) * width, o);
   }

@@ -43,24 +43,43 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
                                       const int32_t* positions, const float* cos_table,
                                       const float* sin_table, const int32_t* slots, T* q_out,
                                       T* k_cache, T* v_cache) {
-  pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t token = blockIdx.y;
   const int head = blockIdx.x * heads_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int total = q_heads + 2 * kv_heads;
-  if (head >= total) return;
+  const int half = head_dim / 2;
   const bool is_q = head < q_heads, is_v = head >= q_heads + kv_heads;
+  // Positions and slots (host-uploaded metadata), the cos/sin tables and the
+  // q/k norm weights are written by no kernel: read before the wait
+  // (launch.cuh), they land while the product ahead finishes.
+  const T* norm = is_q ? q_norm : k_norm;
+  float c[max_pairs_per_lane], s[max_pairs_per_lane], n1[max_pairs_per_lane],
+      n2[max_pairs_per_lane];
+  int64_t slot = 0;
+  if (head < total) {
+    if (!is_q) slot = slots[token];
+    if (!is_v) {
+      const int64_t pos = positions[token];
+#pragma unroll
+      for (int i = 0; i < max_pairs_per_lane; ++i) {
+        const int j = lane + 32 * i;
+        c[i] = j < half ? cos_table[pos * half + j] : 0.0f;
+        s[i] = j < half ? sin_table[pos * half + j] : 0.0f;
+        n1[i] = norm != nullptr && j < half ? to_float(norm[j]) : 0.0f;
+        n2[i] = norm != nullptr && j < half ? to_float(norm[j + half]) : 0.0f;
+      }
+    }
+  }
+  pdl_begin();  // before reading qkv or writing anything (launch.cuh)
+  if (head >= total || (!is_q && slot < 0)) return;
   T* dst;
   if (is_q) {
     dst = q_out + (token * q_heads + head) * head_dim;
   } else {
-    const int64_t slot = slots[token];
-    if (slot < 0) return;
     const int kv_head = is_v ? head - q_heads - kv_heads : head - q_heads;
     dst = (is_v ? v_cache : k_cache) + (slot * kv_heads + kv_head) * head_dim;
   }
   const T* src = qkv + (token * total + head) * head_dim;
-  const int half = head_dim / 2;
   float x1[max_pairs_per_lane], x2[max_pairs_per_lane];
 #pragma unroll
   for (int i = 0; i < max_pairs_per_lane; ++i) {
@@ -79,7 +98,6 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
     }
     return;
   }
-  const T* norm = is_q ? q_norm : k_norm;
   if (norm != nullptr) {
     float sum = 0.0f;
 #pragma unroll
@@ -89,22 +107,16 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
     const float inv = rsqrtf(sum / static_cast<float>(head_dim) + eps);
 #pragma unroll
     for (int i = 0; i < max_pairs_per_lane; ++i) {
-      const int j = lane + 32 * i;
-      if (j < half) {
-        x1[i] = to_float(from_float<T>(x1[i] * inv * to_float(norm[j])));
-        x2[i] = to_float(from_float<T>(x2[i] * inv * to_float(norm[j + half])));
-      }
+      x1[i] = to_float(from_float<T>(x1[i] * inv * n1[i]));
+      x2[i] = to_float(from_float<T>(x2[i] * inv * n2[i]));
     }
   }
-  const int64_t pos = positions[token];
-  const float* c = cos_table + pos * half;
-  const float* s = sin_table + pos * half;
 #pragma unroll
   for (int i = 0; i < max_pairs_per_lane; ++i) {
     const int j = lane + 32 * i;
     if (j < half) {
-      dst[j] = from_float<T>(x1[i] * c[j] - x2[i] * s[j]);
-      dst[j + half] = from_float<T>(x2[i] * c[j] + x1[i] * s[j]);
+      dst[j] = from_float<T>(x1[i] * c[i] - x2[i] * s[i]);
+      dst[j + half] = from_float<T>(x2[i] * c[i] + x1[i] * s[i]);
     }
   }
 }
