@@ -12,8 +12,10 @@
 // host-uploaded metadata (the decode attention reads its sequence lengths
 // and first block-table entries there; an upload is a copy, not a kernel,
 // and the stream orders it fully), the weights (the decode products
-// request their first weight rows there) and K/V cache rows of earlier
-// steps (the decode attention requests its first keys there).
+// request their first weight rows there, the norms their weights,
+// qkv_rope_cache its positions, slots, cos/sin and q/k norm weights) and
+// K/V cache rows of earlier steps (the decode attention requests its first
+// keys there).
 // pdl_begin() also lets the next kernel be scheduled once all of this
 // kernel's blocks have passed their wait. On a kernel launched without the
 // attribute, both instructions do nothing.
