@@ -116,6 +116,21 @@ class ops {
                               float eps, const int32_t* positions, const rope_tables& tables,
                               const int32_t* slot_mapping, const kv_cache_layer& cache,
                               const tensor& q_out) = 0;
+  // The fused projection and qkv_rope_cache in one op: qkv = x w^T (+ bias)
+  // (scratch for backends that take two steps; this default: linear, then
+  // qkv_rope_cache), then as qkv_rope_cache. cuda runs decode batches
+  // without q/k norms as one kernel (the product's epilogue rotates and
+  // stores).
+  virtual void qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
+                                     const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                                     int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
+                                     float eps, const int32_t* positions,
+                                     const rope_tables& tables, const int32_t* slot_mapping,
+                                     const kv_cache_layer& cache, const tensor& q_out) {
+    linear(x, w, bias, qkv);
+    qkv_rope_cache(qkv, num_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, tables,
+                   slot_mapping, cache, q_out);
+  }
   // Causal attention of q over the paged cache (which already holds this
   // step's keys and values: a layer's write_kv_cache for the whole batch runs
   // before its attention, which prefix-cache hits within one step rely on). GQA: query head h reads KV head h / (H / Hkv).

@@ -146,11 +146,11 @@ void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
   } else {
     ops_.add_rms_norm(residual, hidden, w.input_norm, eps, normed);
   }
-  ops_.linear(normed, w.qkv_proj, config_.attention_bias ? &w.qkv_bias : nullptr, qkv);
-  ops_.qkv_rope_cache(qkv, config_.num_attention_heads, config_.num_key_value_heads,
-                      config_.head_dim, config_.qk_norm ? &w.q_norm : nullptr,
-                      config_.qk_norm ? &w.k_norm : nullptr, eps, in.positions, rope_,
-                      in.slot_mapping, cache, q);
+  ops_.qkv_linear_rope_cache(normed, w.qkv_proj, config_.attention_bias ? &w.qkv_bias : nullptr,
+                             qkv, config_.num_attention_heads, config_.num_key_value_heads,
+                             config_.head_dim, config_.qk_norm ? &w.q_norm : nullptr,
+                             config_.qk_norm ? &w.k_norm : nullptr, eps, in.positions, rope_,
+                             in.slot_mapping, cache, q);
   const tensor attn = ws_.attn.row_slice(0, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,

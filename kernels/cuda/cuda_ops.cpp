@@ -501,6 +501,40 @@ void cuda_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_
                        cache.v.data, impl_->stream);
 }
 
+void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
+                                     const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                                     int64_t head_dim, const tensor* q_norm,
+                                     const tensor* k_norm, float eps, const int32_t* positions,
+                                     const rope_tables& tables, const int32_t* slot_mapping,
+                                     const kv_cache_layer& cache, const tensor& q_out) {
+  TROUPE_CHECK(x.cols == w.cols && qkv.cols == w.rows && x.type == w.type);
+  const tensor rows_out{qkv.data, qkv.type, x.rows, qkv.cols};
+  // The GEMV variant tuned for the product alone, with the epilogue; the
+  // steps where that is cuBLAS, with q/k norms, or when TROUPE_ROPE_FUSION
+  // is off.
+  const int choice = impl_->rope_fusion_on && q_norm == nullptr && k_norm == nullptr &&
+                             x.rows > 0 && qkv.type == w.type &&
+                             cuda::gemv_rope_supported(element_of(w.type), x.rows, x.cols,
+                                                       head_dim, x.data, w.data)
+                         ? gemm_choice(x, w, rows_out)
+                         : -1;
+  if (choice < 0) {
+    ops::qkv_linear_rope_cache(x, w, bias, qkv, num_heads, num_kv_heads, head_dim, q_norm, k_norm,
+                               eps, positions, tables, slot_mapping, cache, q_out);
+    return;
+  }
+  TROUPE_CHECK(qkv.cols == (num_heads + 2 * num_kv_heads) * head_dim);
+  TROUPE_CHECK(q_out.cols == num_heads * head_dim && q_out.rows >= x.rows);
+  TROUPE_CHECK(tables.cos.type == dtype::f32 && cache.k.cols == num_kv_heads * head_dim);
+  if (bias != nullptr) TROUPE_CHECK(bias->type == w.type && bias->rows * bias->cols == w.rows);
+  op_scope scope(*impl_, "qkv_linear_rope_cache", x, w, w.rows);
+  cuda::gemv_qkv_rope_cache(element_of(w.type), cuda::gemv_rope_variant(choice), x.data, x.rows,
+                            w.data, bias != nullptr ? bias->data : nullptr, w.cols, num_heads,
+                            num_kv_heads, head_dim, positions, tables.cos.f32(),
+                            tables.sin.f32(), slot_mapping, q_out.data, cache.k.data,
+                            cache.v.data, impl_->stream);
+}
+
 void cuda_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                               const kv_cache_layer& cache) {
   op_scope scope(*impl_, "write_kv_cache");

@@ -78,6 +78,12 @@ class cuda_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
                     const tensor& out) override;
+  void qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
+                             const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                             int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
+                             float eps, const int32_t* positions, const rope_tables& tables,
+                             const int32_t* slot_mapping, const kv_cache_layer& cache,
+                             const tensor& q_out) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;
   void copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,

@@ -87,6 +87,13 @@ struct cuda_ops::impl {
     return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
                             std::strcmp(v, "false") != 0);
   }();
+  // TROUPE_ROPE_FUSION=off (or 0, false): the q/k/v product and
+  // qkv_rope_cache as two kernels (comparisons).
+  bool rope_fusion_on = [] {
+    const char* v = std::getenv("TROUPE_ROPE_FUSION");
+    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
+                            std::strcmp(v, "false") != 0);
+  }();
   bool tuning_allowed = false;
   // (rows, n, k, weight type, output type, gated) -> gemm_choice's answer.
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool>, int> gemm_choices;

@@ -38,6 +38,14 @@ __device__ __forceinline__ float block_sum(float v) {
   return v;
 }
 
+// The rotary pair (x1, x2) turned by (c, s): (x1 c - x2 s, x2 c + x1 s),
+// each rounding spelled out (no contraction left to the compiler), so that
+// every kernel that rotates (qkv_rope_cache, rope, the q/k/v product's
+// epilogue) gets the same bits.
+__device__ __forceinline__ float2 rotate_pair(float x1, float x2, float c, float s) {
+  return make_float2(__fmaf_rn(x1, c, -__fmul_rn(x2, s)), __fmaf_rn(x2, c, __fmul_rn(x1, s)));
+}
+
 // 16 bytes of elements (8 bf16/f16, 4 float32) as one aligned load/store.
 template <class T>
 struct alignas(16) vec16 {

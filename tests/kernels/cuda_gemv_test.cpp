@@ -14,12 +14,14 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/activation/activation.h"
 #include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/rope/rope.h"
 
 namespace troupe {
 namespace {
@@ -176,6 +178,89 @@ TEST_F(cuda_gemv, glu_variants_match_gemv_then_silu_and_mul) {
               ASSERT_EQ(got[i * s.d + j], want[i * s.d + j]) << what << ": not the two-step result";
             }
           for (int64_t j = 0; j < s.d; ++j) ASSERT_TRUE(std::isnan(got[m * s.d + j])) << what;
+        }
+      }
+    }
+  }
+}
+
+// The q/k/v product with qkv_rope_cache in its epilogue: bit for bit the
+// GEMV (every variant), add_bias and qkv_rope_cache kernels it replaces
+// (each checked against the CPU elsewhere), for the fixtures' head_dims and
+// Llama's, 1-8 tokens, with and without a bias, one token's slot -1.
+TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
+  struct shape {
+    int64_t q_heads, kv_heads, head_dim, k;
+  };
+  const shape shapes[] = {{4, 2, 16, 64}, {3, 1, 48, 136}, {4, 1, 128, 512}};
+  uint32_t seed = 6000;
+  for (dtype type : {dtype::bf16, dtype::f16}) {
+    for (const shape& s : shapes) {
+      const int64_t rows = (s.q_heads + 2 * s.kv_heads) * s.head_dim, half = s.head_dim / 2;
+      const int64_t kv_cols = s.kv_heads * s.head_dim, num_slots = 40, max_pos = 50;
+      for (int64_t m = 1; m <= cuda::gemv_max_rows; ++m) {
+        tensor x, w;
+        make(type, m, rows, s.k, seed++, x, w);
+        std::mt19937 rng(seed);
+        std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+        std::vector<float> hbias(rows), hcos(max_pos * half), hsin(max_pos * half);
+        for (float& v : hbias) v = d(rng);
+        for (float& v : hcos) v = d(rng);
+        for (float& v : hsin) v = d(rng);
+        const tensor bias = ops_->alloc(type, rows, 1);
+        ops_->upload(hbias.data(), bias);
+        const tensor cos_t = ops_->alloc(dtype::f32, max_pos, half);
+        const tensor sin_t = ops_->alloc(dtype::f32, max_pos, half);
+        ops_->upload(hcos.data(), cos_t);
+        ops_->upload(hsin.data(), sin_t);
+        std::vector<int32_t> pos(m), slots(m);
+        for (int64_t i = 0; i < m; ++i) {
+          pos[i] = static_cast<int32_t>((i * 7 + 3) % max_pos);
+          slots[i] = i == 1 ? -1 : static_cast<int32_t>((i * 11 + 5) % num_slots);
+        }
+        int32_t* dpos = ops_->alloc_ints(m);
+        int32_t* dslots = ops_->alloc_ints(m);
+        ops_->upload_ints(pos.data(), dpos, m);
+        ops_->upload_ints(slots.data(), dslots, m);
+        for (bool with_bias : {false, true}) {
+          for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
+            const std::string what = std::string(type == dtype::bf16 ? "bf16 " : "f16 ") +
+                                     cuda::gemv_variant_name(v) + (with_bias ? " bias" : "") +
+                                     " m=" + std::to_string(m) + " d=" + std::to_string(s.head_dim);
+            // The separate kernels.
+            const tensor qkv = poisoned(type, m, rows);
+            const tensor q_want = poisoned(type, m, s.q_heads * s.head_dim);
+            const tensor k_want = poisoned(type, num_slots, kv_cols);
+            const tensor v_want = poisoned(type, num_slots, kv_cols);
+            cuda::gemv(element_of(type), false, v, x.data, m, w.data, rows, s.k, qkv.data, nullptr);
+            if (with_bias) cuda::add_bias(element_of(type), qkv.data, bias.data, m, rows, nullptr);
+            cuda::qkv_rope_cache(element_of(type), qkv.data, m, s.q_heads, s.kv_heads, s.head_dim,
+                                 nullptr, nullptr, 0.0f, dpos, cos_t.f32(), sin_t.f32(), dslots,
+                                 q_want.data, k_want.data, v_want.data, nullptr);
+            // One kernel.
+            const tensor q_got = poisoned(type, m, s.q_heads * s.head_dim);
+            const tensor k_got = poisoned(type, num_slots, kv_cols);
+            const tensor v_got = poisoned(type, num_slots, kv_cols);
+            ASSERT_TRUE(cuda::gemv_rope_supported(element_of(type), m, s.k, s.head_dim, x.data, w.data));
+            cuda::gemv_qkv_rope_cache(element_of(type), cuda::gemv_rope_variant(v), x.data, m, w.data,
+                                      with_bias ? bias.data : nullptr, s.k, s.q_heads, s.kv_heads,
+                                      s.head_dim, dpos, cos_t.f32(), sin_t.f32(), dslots,
+                                      q_got.data, k_got.data, v_got.data, nullptr);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+            for (auto [want_t, got_t, name] : {std::tuple{q_want, q_got, "q"}, {k_want, k_got, "k cache"},
+                                               {v_want, v_got, "v cache"}}) {
+              std::vector<float> want(want_t.rows * want_t.cols), got(want.size());
+              ops_->download(want_t, want.data());
+              ops_->download(got_t, got.data());
+              for (size_t i = 0; i < want.size(); ++i) {
+                if (std::isnan(want[i])) {
+                  ASSERT_TRUE(std::isnan(got[i])) << what << ": " << name << " " << i << " written";
+                } else {
+                  ASSERT_EQ(got[i], want[i]) << what << ": " << name << " " << i;
+                }
+              }
+            }
+          }
         }
       }
     }

@@ -57,23 +57,66 @@ __device__ __forceinline__ OutT store_as(float v) {
 // the warp's rows are p (gate) and p + n (up) of a [2n, k] weight, and it
 // stores out[m, p] = silu(gate) * up, each rounded to T first as the
 // separate product and silu_and_mul kernel would (bit for bit the same).
-template <class T, class OutT, int M, int UNROLL, int ROWS, bool GLU>
+// ROPE (the fused q/k/v projection): the weight's rows are q heads, then k
+// heads, then v heads of head_dim each, and a warp computes the rotary pair
+// of one head, rows head * head_dim + j and + j + head_dim / 2; its epilogue
+// is qkv_rope_cache's (bias, rotation, q to q_out, k and v to the cache at
+// the token's slot, -1 skipped).
+template <class T>
+struct rope_args {
+  int half = 0, q_heads = 0, kv_heads = 0;  // half: head_dim / 2
+  const T* bias = nullptr;                  // [rows] or none
+  const int32_t* positions = nullptr;       // [M]
+  const int32_t* slots = nullptr;           // [M]
+  const float* cos_table = nullptr;         // [position, half]
+  const float* sin_table = nullptr;
+  T* q_out = nullptr;  // [M, q_heads * head_dim]
+  T* k_cache = nullptr;
+  T* v_cache = nullptr;  // [slot, kv_heads * head_dim]
+};
+
+enum class epilogue { store, glu, rope };
+
+template <class T, class OutT, int M, int UNROLL, int ROWS, epilogue E>
 __global__ void __launch_bounds__(warps_per_block * 32)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, int64_t n, int64_t k,
-                OutT* __restrict__ out, bool preload) {
-  static_assert(!GLU || ROWS == 2, "a GLU warp computes one gate row and its up row");
+                OutT* __restrict__ out, bool preload, rope_args<T> ra) {
+  constexpr bool GLU = E == epilogue::glu, ROPE = E == epilogue::rope;
+  static_assert((!GLU && !ROPE) || ROWS == 2, "a GLU or RoPE warp computes a pair of rows");
   const int64_t warp = int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int64_t row0 = GLU ? warp : warp * ROWS;
+  // ROPE: n is the pair count (rows / 2); pair p is (head, j).
+  const int64_t row0 = GLU || ROPE ? warp : warp * ROWS;
   if (row0 >= n) {
     pdl_begin();  // nothing to do, but the PDL handshake is the block's
     return;
   }
+  const int64_t head = ROPE ? row0 / ra.half : 0;
+  const int j = ROPE ? static_cast<int>(row0 - head * ra.half) : 0;
   // Rows past n re-read the last row (their sums are not stored).
   const T* wrow[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
-    wrow[r] = GLU ? w + (row0 + r * n) * k : w + (row0 + r < n ? row0 + r : n - 1) * k;
+    if constexpr (ROPE) {
+      wrow[r] = w + (head * 2 * ra.half + j + r * ra.half) * k;
+    } else {
+      wrow[r] = GLU ? w + (row0 + r * n) * k : w + (row0 + r < n ? row0 + r : n - 1) * k;
+    }
+  }
+  // ROPE: lane m's token's position, slot, cos and sin (host-uploaded
+  // metadata and tables no kernel writes: read before the wait).
+  float rc = 0.0f, rs = 0.0f;
+  int64_t slot = -1;
+  if constexpr (ROPE) {
+    if (lane < M) {
+      const bool rotated = head < ra.q_heads + ra.kv_heads;
+      if (head >= ra.q_heads) slot = ra.slots[lane];
+      if (rotated) {
+        const int64_t pos = ra.positions[lane];
+        rc = ra.cos_table[pos * ra.half + j];
+        rs = ra.sin_table[pos * ra.half + j];
+      }
+    }
   }
   float acc[ROWS][M];
 #pragma unroll
@@ -132,7 +175,38 @@ __global__ void __launch_bounds__(warps_per_block * 32)
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
         acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
-  if constexpr (GLU) {
+  if constexpr (ROPE) {
+    // Lane m handles token m: as qkv_rope_cache on the rounded (and biased)
+    // pair.
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (lane != m) continue;
+      const int d = 2 * ra.half;
+      float x1 = to_float(from_float<T>(acc[0][m]));
+      float x2 = to_float(from_float<T>(acc[1][m]));
+      if (ra.bias != nullptr) {
+        x1 = to_float(from_float<T>(x1 + to_float(ra.bias[head * d + j])));
+        x2 = to_float(from_float<T>(x2 + to_float(ra.bias[head * d + j + ra.half])));
+      }
+      T* dst;
+      if (head < ra.q_heads) {
+        dst = ra.q_out + (int64_t(m) * ra.q_heads + head) * d;
+      } else {
+        if (slot < 0) continue;
+        const bool is_v = head >= ra.q_heads + ra.kv_heads;
+        const int64_t kv_head = head - ra.q_heads - (is_v ? ra.kv_heads : 0);
+        dst = (is_v ? ra.v_cache : ra.k_cache) + (slot * ra.kv_heads + kv_head) * d;
+        if (is_v) {
+          dst[j] = from_float<T>(x1);
+          dst[j + ra.half] = from_float<T>(x2);
+          continue;
+        }
+      }
+      const float2 rot = rotate_pair(x1, x2, rc, rs);
+      dst[j] = from_float<T>(rot.x);
+      dst[j + ra.half] = from_float<T>(rot.y);
+    }
+  } else if constexpr (GLU) {
     // Lane m writes out[m, p].
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -176,25 +250,27 @@ constexpr variant_info glu_variants[] = {
 };
 constexpr int num_glu_variants = sizeof(glu_variants) / sizeof(glu_variants[0]);
 
-// `n` is the number of outputs a row of out holds (GLU: half the weight's rows).
-template <class T, class OutT, int M, int UNROLL, int ROWS, bool GLU>
-void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, cudaStream_t stream) {
-  const int64_t warps = GLU ? n : (n + ROWS - 1) / ROWS;
+// `n` is the number of outputs a row of out holds (GLU: half the weight's
+// rows; ROPE: the pairs, half the weight's rows).
+template <class T, class OutT, int M, int UNROLL, int ROWS, epilogue E>
+void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, const rope_args<T>& ra,
+            cudaStream_t stream) {
+  const int64_t warps = E != epilogue::store ? n : (n + ROWS - 1) / ROWS;
   const auto blocks = static_cast<unsigned>((warps + warps_per_block - 1) / warps_per_block);
-  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, GLU>, blocks, warps_per_block * 32, 0, stream,
+  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, E>, blocks, warps_per_block * 32, 0, stream,
              static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out),
-             preload_enabled());
+             preload_enabled(), ra);
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
 // Launches entry `variant` of the table (variants, or glu_variants with
-// GLU): the kernel's unroll and rows come from the table itself.
-template <class T, class OutT, int M, bool GLU, size_t... I>
+// GLU and ROPE): the kernel's unroll and rows come from the table itself.
+template <class T, class OutT, int M, epilogue E, size_t... I>
 void launch_variant(int variant, const void* x, const void* w, int64_t n, int64_t k, void* out,
-                    cudaStream_t stream, std::index_sequence<I...>) {
-  constexpr const variant_info* table = GLU ? glu_variants : variants;
+                    const rope_args<T>& ra, cudaStream_t stream, std::index_sequence<I...>) {
+  constexpr const variant_info* table = E == epilogue::store ? variants : glu_variants;
   auto run = [&](auto i) {
-    launch<T, OutT, M, table[i].unroll, table[i].rows, GLU>(x, w, n, k, out, stream);
+    launch<T, OutT, M, table[i].unroll, table[i].rows, E>(x, w, n, k, out, ra, stream);
     return true;
   };
   (void)((variant == static_cast<int>(I) && run(std::integral_constant<size_t, I>{})) || ...);
@@ -215,20 +291,21 @@ void with_rows(int64_t m, F&& f) {
   }
 }
 
-// A product for with_rows: the GEMV (OutT: T or float) or, with GLU, the
-// GEMV-GLU (OutT = T, n = d).
-template <class T, class OutT, bool GLU>
+// A product for with_rows: the GEMV (OutT: T or float), the GEMV-GLU
+// (OutT = T, n = d) or the GEMV with the RoPE epilogue (n = pairs).
+template <class T, class OutT, epilogue E>
 struct call {
   int variant;
   const void *x, *w;
   int64_t n, k;
   void* out;
   cudaStream_t stream;
+  rope_args<T> ra{};
   template <int M>
   void run() const {
-    launch_variant<T, OutT, M, GLU>(
-        variant, x, w, n, k, out, stream,
-        std::make_index_sequence<GLU ? num_glu_variants : num_variants>{});
+    launch_variant<T, OutT, M, E>(
+        variant, x, w, n, k, out, ra, stream,
+        std::make_index_sequence<E == epilogue::store ? num_variants : num_glu_variants>{});
   }
 };
 
@@ -257,20 +334,61 @@ void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, c
   if (n == 0) return;
   if (t == element_type::bf16) {
     using bf16 = __nv_bfloat16;
-    if (out_f32) return with_rows(m, call<bf16, float, false>{variant, x, w, n, k, out, stream});
-    return with_rows(m, call<bf16, bf16, false>{variant, x, w, n, k, out, stream});
+    if (out_f32) return with_rows(m, call<bf16, float, epilogue::store>{variant, x, w, n, k, out, stream});
+    return with_rows(m, call<bf16, bf16, epilogue::store>{variant, x, w, n, k, out, stream});
   }
-  if (out_f32) return with_rows(m, call<__half, float, false>{variant, x, w, n, k, out, stream});
-  return with_rows(m, call<__half, __half, false>{variant, x, w, n, k, out, stream});
+  if (out_f32) return with_rows(m, call<__half, float, epilogue::store>{variant, x, w, n, k, out, stream});
+  return with_rows(m, call<__half, __half, epilogue::store>{variant, x, w, n, k, out, stream});
 }
 
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
               int64_t k, void* out, cudaStream_t stream) {
   if (d == 0) return;
   if (t == element_type::bf16) {
-    return with_rows(m, call<__nv_bfloat16, __nv_bfloat16, true>{variant, x, w, d, k, out, stream});
+    return with_rows(m, call<__nv_bfloat16, __nv_bfloat16, epilogue::glu>{variant, x, w, d, k, out, stream});
   }
-  return with_rows(m, call<__half, __half, true>{variant, x, w, d, k, out, stream});
+  return with_rows(m, call<__half, __half, epilogue::glu>{variant, x, w, d, k, out, stream});
+}
+
+int gemv_rope_variant(int gemv_variant) {
+  if (gemv_variant < 0 || gemv_variant >= num_variants) return -1;
+  // The GLU table's pair variant with the same unroll (else the first).
+  for (int i = 0; i < num_glu_variants; ++i) {
+    if (glu_variants[i].unroll == variants[gemv_variant].unroll) return i;
+  }
+  return 0;
+}
+
+bool gemv_rope_supported(element_type t, int64_t m, int64_t k, int64_t head_dim, const void* x,
+                         const void* w) {
+  return gemv_supported(t, m, k, x, w) && head_dim % 2 == 0 && head_dim > 0;
+}
+
+void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, const void* w,
+                         const void* bias, int64_t k, int64_t q_heads, int64_t kv_heads,
+                         int64_t head_dim, const int32_t* positions, const float* cos_table,
+                         const float* sin_table, const int32_t* slot_mapping, void* q_out,
+                         void* k_cache, void* v_cache, cudaStream_t stream) {
+  const int64_t pairs = (q_heads + 2 * kv_heads) * head_dim / 2;
+  if (pairs == 0) return;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    rope_args<T> ra;
+    ra.half = static_cast<int>(head_dim / 2);
+    ra.q_heads = static_cast<int>(q_heads);
+    ra.kv_heads = static_cast<int>(kv_heads);
+    ra.bias = static_cast<const T*>(bias);
+    ra.positions = positions;
+    ra.slots = slot_mapping;
+    ra.cos_table = cos_table;
+    ra.sin_table = sin_table;
+    ra.q_out = static_cast<T*>(q_out);
+    ra.k_cache = static_cast<T*>(k_cache);
+    ra.v_cache = static_cast<T*>(v_cache);
+    with_rows(m, call<T, T, epilogue::rope>{variant, x, w, pairs, k, nullptr, stream, ra});
+  };
+  if (t == element_type::bf16) return go(__nv_bfloat16{});
+  go(__half{});
 }
 
 }  // namespace troupe::cuda

@@ -42,4 +42,22 @@ const char* gemv_glu_variant_name(int variant);
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
               int64_t k, void* out, cudaStream_t stream);
 
+// The fused q/k/v projection with qkv_rope_cache in its epilogue (decode):
+// w is [(q_heads + 2 kv_heads) * head_dim, k] (q, k, v heads), bias one
+// value a row or null; each warp computes a head's rotary pair of rows, adds
+// the bias, rotates q and k heads (cos/sin at positions[i]) and stores q to
+// q_out [m, q_heads * head_dim], k and v to the caches at slot_mapping[i]
+// (-1: skipped): bit for bit gemv() (any variant), add_bias and
+// qkv_rope_cache without q/k norms. `variant` indexes the GEMV-GLU table
+// (pairs of rows): gemv_rope_variant maps a GEMV variant to the one of the
+// same unroll. REQUIRES: gemv_rope_supported.
+int gemv_rope_variant(int gemv_variant);
+bool gemv_rope_supported(element_type t, int64_t m, int64_t k, int64_t head_dim, const void* x,
+                         const void* w);
+void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, const void* w,
+                         const void* bias, int64_t k, int64_t q_heads, int64_t kv_heads,
+                         int64_t head_dim, const int32_t* positions, const float* cos_table,
+                         const float* sin_table, const int32_t* slot_mapping, void* q_out,
+                         void* k_cache, void* v_cache, cudaStream_t stream);
+
 }  // namespace troupe::cuda

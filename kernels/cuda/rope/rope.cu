@@ -25,10 +25,9 @@ __global__ void rope_kernel(T* q, int q_heads, T* k, int k_heads, int head_dim,
     const int j = i % half;
     T* x = head < q_heads ? q + (token * q_heads + head) * head_dim
                           : k + (token * k_heads + (head - q_heads)) * head_dim;
-    const float x1 = to_float(x[j]);
-    const float x2 = to_float(x[j + half]);
-    x[j] = from_float<T>(x1 * c[j] - x2 * s[j]);
-    x[j + half] = from_float<T>(x2 * c[j] + x1 * s[j]);
+    const float2 r = rotate_pair(to_float(x[j]), to_float(x[j + half]), c[j], s[j]);
+    x[j] = from_float<T>(r.x);
+    x[j + half] = from_float<T>(r.y);
   }
 }
 
@@ -115,8 +114,9 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
   for (int i = 0; i < max_pairs_per_lane; ++i) {
     const int j = lane + 32 * i;
     if (j < half) {
-      dst[j] = from_float<T>(x1[i] * c[i] - x2[i] * s[i]);
-      dst[j + half] = from_float<T>(x2[i] * c[i] + x1[i] * s[i]);
+      const float2 r = rotate_pair(x1[i], x2[i], c[i], s[i]);
+      dst[j] = from_float<T>(r.x);
+      dst[j + half] = from_float<T>(r.y);
     }
   }
 }
