@@ -17,6 +17,7 @@
 #include "common/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/sampling/sampling.h"
 
@@ -82,18 +83,10 @@ struct cuda_ops::impl {
   }();
   // TROUPE_GLU=off (or 0, false): gated_linear always as a product, then
   // silu_and_mul (comparisons).
-  bool glu_on = [] {
-    const char* v = std::getenv("TROUPE_GLU");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
+  bool glu_on = cuda::env_switch("TROUPE_GLU");
   // TROUPE_ROPE_FUSION=off (or 0, false): the q/k/v product and
   // qkv_rope_cache as two kernels (comparisons).
-  bool rope_fusion_on = [] {
-    const char* v = std::getenv("TROUPE_ROPE_FUSION");
-    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 &&
-                            std::strcmp(v, "false") != 0);
-  }();
+  bool rope_fusion_on = cuda::env_switch("TROUPE_ROPE_FUSION");
   bool tuning_allowed = false;
   // (rows, n, k, weight type, output type, gated) -> gemm_choice's answer.
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool>, int> gemm_choices;

@@ -24,11 +24,10 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/env_switch.h"
 
 namespace troupe::cuda {
 
@@ -39,13 +38,6 @@ __device__ __forceinline__ void pdl_begin() {
 #elif defined(__CUDA_ARCH__)
 #error "launch_pdl sets the PDL attribute: kernels need sm_90+ to wait for their predecessor"
 #endif
-}
-
-// An on/off switch from the environment: on unless set to 0, off or false.
-inline bool env_switch(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ||
-         (std::strcmp(v, "0") != 0 && std::strcmp(v, "off") != 0 && std::strcmp(v, "false") != 0);
 }
 
 inline bool pdl_enabled() {

@@ -24,8 +24,9 @@
 // writes the normalised output; with several it writes (m, l, output row) to
 // the workspace, and the last split block to finish merges the splits
 // (merge_splits_if_last, counting in p.split_counters). A short sequence
-// uses fewer splits than the launch has (split_of). Empty splits
-// (keys beyond seq_len) write m = -inf, l = 0 and a zero row, weighted 0.
+// uses fewer splits than the launch has (split_of), each with keys; the
+// blocks past them exit at once. Warps without keys in their split write
+// m = -inf, l = 0 and a zero row, weighted 0 when the warps merge.
 #pragma once
 
 #include <cmath>
