@@ -484,6 +484,20 @@ void cuda_ops::rope(const tensor& q, const tensor& k, const int32_t* positions, 
              positions, q.rows, tables.cos.f32(), tables.sin.f32(), impl_->stream);
 }
 
+namespace {
+
+// The shapes qkv_rope_cache's kernel and the q/k/v product's RoPE epilogue
+// rely on, for `rows` tokens.
+void check_qkv_rope_cache(const tensor& qkv, int64_t rows, int64_t num_heads,
+                          int64_t num_kv_heads, int64_t head_dim, const rope_tables& tables,
+                          const kv_cache_layer& cache, const tensor& q_out) {
+  TROUPE_CHECK(qkv.cols == (num_heads + 2 * num_kv_heads) * head_dim);
+  TROUPE_CHECK(q_out.cols == num_heads * head_dim && q_out.rows >= rows);
+  TROUPE_CHECK(tables.cos.type == dtype::f32 && cache.k.cols == num_kv_heads * head_dim);
+}
+
+}  // namespace
+
 void cuda_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
                               int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
                               float eps, const int32_t* positions, const rope_tables& tables,
@@ -491,9 +505,7 @@ void cuda_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_
                               const tensor& q_out) {
   op_scope scope(*impl_, "qkv_rope_cache");
   TROUPE_CHECK_MSG(head_dim % 2 == 0 && head_dim <= 256, "qkv_rope_cache: head_dim must be even and <= 256");
-  TROUPE_CHECK(qkv.cols == (num_heads + 2 * num_kv_heads) * head_dim);
-  TROUPE_CHECK(q_out.cols == num_heads * head_dim && q_out.rows >= qkv.rows);
-  TROUPE_CHECK(tables.cos.type == dtype::f32 && cache.k.cols == num_kv_heads * head_dim);
+  check_qkv_rope_cache(qkv, qkv.rows, num_heads, num_kv_heads, head_dim, tables, cache, q_out);
   cuda::qkv_rope_cache(element_of(qkv.type), qkv.data, qkv.rows, num_heads, num_kv_heads, head_dim,
                        q_norm != nullptr ? q_norm->data : nullptr,
                        k_norm != nullptr ? k_norm->data : nullptr, eps, positions,
@@ -523,9 +535,7 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
                                eps, positions, tables, slot_mapping, cache, q_out);
     return;
   }
-  TROUPE_CHECK(qkv.cols == (num_heads + 2 * num_kv_heads) * head_dim);
-  TROUPE_CHECK(q_out.cols == num_heads * head_dim && q_out.rows >= x.rows);
-  TROUPE_CHECK(tables.cos.type == dtype::f32 && cache.k.cols == num_kv_heads * head_dim);
+  check_qkv_rope_cache(qkv, x.rows, num_heads, num_kv_heads, head_dim, tables, cache, q_out);
   if (bias != nullptr) TROUPE_CHECK(bias->type == w.type && bias->rows * bias->cols == w.rows);
   op_scope scope(*impl_, "qkv_linear_rope_cache", x, w, w.rows);
   cuda::gemv_qkv_rope_cache(element_of(w.type), cuda::gemv_rope_variant(choice), x.data, x.rows,
