@@ -139,10 +139,10 @@ void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
   const tensor residual = ws_.residual.row_slice(0, n);
   const tensor normed = ws_.normed.row_slice(0, n);
   const tensor qkv = ws_.qkv.row_slice(0, n), q = ws_.q.row_slice(0, n);
-  // `hidden` holds the previous block's output (the embedding for the first).
+  // `hidden` holds the previous block's output; before the first block the
+  // embedding is in `residual` already (forward writes it there: no copy).
   if (first) {
-    ops_.copy(hidden, residual);
-    ops_.rms_norm(hidden, w.input_norm, eps, normed);
+    ops_.rms_norm(residual, w.input_norm, eps, normed);
   } else {
     ops_.add_rms_norm(residual, hidden, w.input_norm, eps, normed);
   }
@@ -169,7 +169,7 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
   const int64_t n = in.num_tokens;
   const tensor hidden = ws_.hidden.row_slice(0, n);
   const tensor residual = ws_.residual.row_slice(0, n);
-  ops_.embedding(in.token_ids, n, embed_tokens_, hidden);
+  ops_.embedding(in.token_ids, n, embed_tokens_, residual);  // the first block's input
   for (size_t i = 0; i < layers_.size(); ++i) run_layer(layers_[i], in, cache[i], i == 0);
   ops_.add_rms_norm(residual, hidden, final_norm_, static_cast<float>(config_.rms_norm_eps),
                     ws_.normed.row_slice(0, n));
@@ -178,6 +178,11 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
 
 void llama_model::compute_logits(const int32_t* row_indices, int64_t n, const tensor& out) {
   TROUPE_CHECK(n > 0 && n <= max_num_tokens_ && out.rows >= n);
+  if (row_indices == nullptr) {
+    TROUPE_CHECK(n <= last_num_tokens_);
+    ops_.linear(ws_.normed.row_slice(0, n), lm_head_, nullptr, out.row_slice(0, n));
+    return;
+  }
   ops_.gather_rows(ws_.normed.row_slice(0, last_num_tokens_), row_indices, n,
                    ws_.selected.row_slice(0, n));
   ops_.linear(ws_.selected.row_slice(0, n), lm_head_, nullptr, out.row_slice(0, n));

@@ -63,7 +63,8 @@ class llama_model {
   void replayed(int64_t num_tokens) { last_num_tokens_ = num_tokens; }
 
   // Logits of hidden rows `row_indices` (backend memory) of the last
-  // forward: out is [n, vocab]. REQUIRES: n <= max_num_tokens().
+  // forward, or of rows 0 .. n - 1 when row_indices is null (no gather):
+  // out is [n, vocab]. REQUIRES: n <= the last forward's num_tokens.
   void compute_logits(const int32_t* row_indices, int64_t n, const tensor& out);
 
  private:

@@ -165,17 +165,33 @@ void model_runner::build_batch(const std::vector<request_id>& order, host_batch&
   }
 }
 
+void model_runner::upload_if_changed(const std::vector<int32_t>& host, int32_t* dst,
+                                     std::vector<int32_t>& uploaded) {
+  if (host.size() <= uploaded.size() && std::equal(host.begin(), host.end(), uploaded.begin())) {
+    return;  // the device copy holds these values already (no kernel writes it)
+  }
+  ops_->upload_ints(host.data(), dst, static_cast<int64_t>(host.size()));
+  if (uploaded.size() < host.size()) uploaded.resize(host.size());
+  std::copy(host.begin(), host.end(), uploaded.begin());
+}
+
 forward_inputs model_runner::upload(const host_batch& batch) {
   const int64_t n = static_cast<int64_t>(batch.token_ids.size());
   const int64_t s = static_cast<int64_t>(batch.seq_lens.size());
   TROUPE_CHECK(n <= limits_.max_num_batched_tokens && s <= limits_.max_num_seqs);
-  ops_->upload_ints(batch.token_ids.data(), token_ids_dev_, n);
+  // Each upload is a copy the GPU runs between steps: a decode step of
+  // requests whose every token is still being sampled (placeholders,
+  // written on the device by gather_sampled) needs no token ids, and
+  // query_start_loc and the block tables change only when the batch does or
+  // a sequence grows a block.
+  if (static_cast<int64_t>(batch.gather_rows.size()) < n) {
+    ops_->upload_ints(batch.token_ids.data(), token_ids_dev_, n);
+  }
   ops_->upload_ints(batch.positions.data(), positions_dev_, n);
   ops_->upload_ints(batch.slot_mapping.data(), slot_mapping_dev_, n);
-  ops_->upload_ints(batch.query_start_loc.data(), query_start_loc_dev_, s + 1);
+  upload_if_changed(batch.query_start_loc, query_start_loc_dev_, uploaded_query_start_loc_);
   ops_->upload_ints(batch.seq_lens.data(), seq_lens_dev_, s);
-  ops_->upload_ints(batch.block_tables.data(), block_tables_dev_,
-                    static_cast<int64_t>(batch.block_tables.size()));
+  upload_if_changed(batch.block_tables, block_tables_dev_, uploaded_block_tables_);
   ops_->gather_sampled(token_ids_dev_, batch.gather_rows.data(), batch.gather_src.data(),
                        static_cast<int64_t>(batch.gather_rows.size()));
   forward_inputs in;
@@ -309,10 +325,19 @@ void model_runner::compute_outputs(const host_batch& batch, launched_step& step)
   const int64_t vocab = model_->config().vocab_size;
   std::vector<int32_t> rows;
   for (const logit_row& row : batch.logit_rows) rows.push_back(row.token_row);
+  const auto batch_tokens = static_cast<int64_t>(batch.token_ids.size());
   for (size_t begin = 0; begin < rows.size(); begin += logits_chunk_rows) {
     const int64_t n = std::min<int64_t>(logits_chunk_rows, static_cast<int64_t>(rows.size() - begin));
-    ops_->upload_ints(rows.data() + begin, logit_rows_dev_, n);
-    model_->compute_logits(logit_rows_dev_, n, logits_);
+    // A decode step's rows are the tokens themselves (0 .. n - 1): the
+    // logits' product reads them in place, with no upload and no gather.
+    bool identity = begin == 0 && n <= batch_tokens;
+    for (int64_t i = 0; i < n && identity; ++i) identity = rows[static_cast<size_t>(i)] == i;
+    if (identity) {
+      model_->compute_logits(nullptr, n, logits_);
+    } else {
+      ops_->upload_ints(rows.data() + begin, logit_rows_dev_, n);
+      model_->compute_logits(logit_rows_dev_, n, logits_);
+    }
     if (sample_chunk_async(batch, begin, n, step)) continue;
     ops_->download(logits_.row_slice(0, n), logits_host_.data());
     for (int64_t i = 0; i < n; ++i) {

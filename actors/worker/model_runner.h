@@ -138,6 +138,11 @@ class model_runner {
   void add_logit_rows(const request_state& r, size_t index, int32_t first_row,
                       host_batch& batch);
   forward_inputs upload(const host_batch& batch);
+  // Uploads `host` to dst unless dst holds exactly these values from the
+  // last upload (`uploaded`, its host mirror; only for arrays no kernel
+  // writes).
+  void upload_if_changed(const std::vector<int32_t>& host, int32_t* dst,
+                         std::vector<int32_t>& uploaded);
   void compute_outputs(const host_batch& batch, launched_step& step);
   void handle_row(request_state& r, const logit_row& row, const float* logits,
                   sampled_output& out);
@@ -164,6 +169,7 @@ class model_runner {
   int32_t* seq_lens_dev_ = nullptr;
   int32_t* block_tables_dev_ = nullptr;
   int32_t* logit_rows_dev_ = nullptr;
+  std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only
   bool graphs_replay_ = false;        // the backend replays graphs (else: padded eager)
   std::deque<launched_step> launched_;  // launched, not finished (oldest first)

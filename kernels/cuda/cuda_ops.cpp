@@ -268,7 +268,11 @@ void cuda_ops::gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* 
   m.host_gather.assign(rows, rows + n);
   m.host_gather.insert(m.host_gather.end(), src, src + n);
   auto* index = static_cast<int32_t*>(m.ensure(m.gather_index, m.host_gather.size() * sizeof(int32_t)));
-  m.upload_bytes(index, m.host_gather.data(), m.host_gather.size() * sizeof(int32_t));
+  if (index != m.uploaded_gather_ptr || m.host_gather != m.uploaded_gather) {
+    m.upload_bytes(index, m.host_gather.data(), m.host_gather.size() * sizeof(int32_t));
+    m.uploaded_gather = m.host_gather;
+    m.uploaded_gather_ptr = index;
+  }
   TROUPE_CHECK(m.sampled_tokens.ptr != nullptr);
   cuda::gather_tokens(dst, index, index + n, static_cast<const int32_t*>(m.sampled_tokens.ptr), n,
                       m.stream);

@@ -180,6 +180,10 @@ struct cuda_ops::impl {
   };
   pinned results[slots];
   std::vector<int32_t> host_gather;
+  // What gather_index holds (no kernel writes it): a decode step's pairs
+  // repeat step after step, and then need no copy.
+  std::vector<int32_t> uploaded_gather;
+  void* uploaded_gather_ptr = nullptr;
 
   // Grows g keeping its first `keep` bytes.
   void* ensure_keeping(growable& g, size_t bytes, size_t keep) {
