@@ -2,15 +2,18 @@
 // cuda::gemv_max_rows rows the GEMV kernel (gated_linear: the GEMV-GLU,
 // with SiLU-and-mul fused) where start-up tuning found it faster and equal
 // (docs/gpu.md, "Decode products").
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_ops_impl.h"
 #include "kernels/cuda/activation/activation.h"
+#include "kernels/cuda/rope/rope.h"
 #include "model/weights.h"
 
 namespace troupe {
@@ -30,7 +33,7 @@ std::string cuda_ops::tuning_report() const {
   if (m.tuning_lines.empty()) return {};
   int gemv = 0, glu = 0;
   for (const auto& [key, choice] : m.gemm_choices) {
-    if (choice >= 0) ++(std::get<5>(key) ? glu : gemv);
+    if (choice >= 0) ++(std::get<5>(key) ? glu : gemv);  // GEMV: with the RoPE epilogue too
   }
   std::string r = "decode GEMM tuning: " + std::to_string(m.gemm_choices.size()) +
                   " shapes timed in " + std::to_string(static_cast<int>(m.tuning_ms)) +
@@ -75,8 +78,10 @@ double time_cold_us(cudaStream_t stream, F&& run, G&& prepare) {
 
 }  // namespace
 
-int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated) {
+int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated,
+                          const rope_heads* rope) {
   impl& m = *impl_;
+  TROUPE_CHECK(!(gated && rope != nullptr));
   if (m.gemv_mode == impl::gemv_off || w.type == dtype::f32 ||
       (out.type != w.type && out.type != dtype::f32) ||
       (gated && (!m.glu_on || out.type != w.type))) {
@@ -84,9 +89,12 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   }
   const cuda::element_type et = element_of(w.type);
   if (!cuda::gemv_supported(et, x.rows, x.cols, x.data, w.data)) return -1;
-  if (m.gemv_mode >= 0) return gated ? -1 : m.gemv_mode;  // a forced GEMV variant, unfused
+  // A forced GEMV variant, unfused.
+  if (m.gemv_mode >= 0) return gated || rope != nullptr ? -1 : m.gemv_mode;
   const auto key = std::make_tuple(x.rows, w.rows, w.cols, static_cast<int>(w.type),
-                                   static_cast<int>(out.type), gated);
+                                   static_cast<int>(out.type), gated,
+                                   rope != nullptr ? rope->q_heads : 0,
+                                   rope != nullptr ? rope->head_dim : 0);
   if (auto it = m.gemm_choices.find(key); it != m.gemm_choices.end()) return it->second;
   if (!m.tuning_allowed) return -1;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -99,7 +107,13 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   const size_t x_bytes = static_cast<size_t>(x.rows * x.cols) * elem;
   const size_t count = static_cast<size_t>(x.rows * n_out);
   const size_t out_bytes = count * out_elem;
-  const size_t gate_up_bytes = gated ? static_cast<size_t>(x.rows * w.rows) * elem : 0;
+  // gated: the cuBLAS reference's [m, 2d] product; rope: its [m, rows]
+  // product, then positions (0), slots (-1: no K/V written) and cos/sin
+  // tables of one position (1 and 0: the rotation leaves q as it is, so
+  // that q is the product's q columns to compare).
+  const size_t gate_up_bytes = gated || rope != nullptr ? static_cast<size_t>(x.rows * w.rows) * elem : 0;
+  const int64_t half = rope != nullptr ? rope->head_dim / 2 : 0;
+  const size_t rope_bytes = rope != nullptr ? static_cast<size_t>(2 * x.rows + 2 * half) * 4 : 0;
   // Private inputs and outputs: random x (the warm-up's own activations are
   // degenerate: identical rows, zeros after attention over an empty cache)
   // and an output filled with NaN before every run, so that an output a
@@ -110,7 +124,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
     return std::max<size_t>(2 * static_cast<size_t>(l2), size_t{16} << 20);
   }();
   const auto align = [](size_t b) { return (b + 255) & ~size_t{255}; };
-  const size_t need = flush_need + align(x_bytes) + align(out_bytes) + align(gate_up_bytes);
+  const size_t need =
+      flush_need + align(x_bytes) + align(out_bytes) + align(gate_up_bytes) + align(rope_bytes);
   if (m.flush_buffer == nullptr || m.flush_bytes < need) {
     if (m.flush_buffer != nullptr) {
       TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
@@ -129,6 +144,24 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   void* tx = base + flush_need;
   void* tout = base + flush_need + align(x_bytes);
   void* tgate_up = base + flush_need + align(x_bytes) + align(out_bytes);
+  auto* trope = reinterpret_cast<int32_t*>(static_cast<char*>(tgate_up) + align(gate_up_bytes));
+  int32_t* tpositions = trope;
+  int32_t* tslots = trope + x.rows;
+  float* tcos = reinterpret_cast<float*>(trope + 2 * x.rows);
+  float* tsin = tcos + half;
+  if (rope != nullptr) {
+    std::vector<int32_t> host(rope_bytes / 4, 0);
+    for (int64_t i = 0; i < x.rows; ++i) host[x.rows + i] = -1;
+    for (int64_t i = 0; i < half; ++i) host[2 * x.rows + i] = 0x3f800000;  // 1.0f
+    TROUPE_CUDA_CHECK(cudaMemcpy(trope, host.data(), rope_bytes, cudaMemcpyHostToDevice));
+  }
+  // rope: the output compared is q, [m, q_heads * head_dim].
+  const int64_t q_cols = rope != nullptr ? rope->q_heads * rope->head_dim : 0;
+  auto run_rope = [&](int v) {
+    cuda::gemv_qkv_rope_cache(et, v, tx, x.rows, w.data, nullptr, w.cols, rope->q_heads,
+                              rope->kv_heads, rope->head_dim, tpositions, tcos, tsin, tslots,
+                              tout, nullptr, nullptr, m.stream);
+  };
   cuda::fill_dummy(et, tx, x.rows * x.cols, 0x5eed0000u + static_cast<uint64_t>(x.cols), 1.0f, 0.0f,
                    m.stream);
   const tensor px{tx, x.type, x.rows, x.cols};
@@ -152,36 +185,73 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
     }
     return v;
   };
-  // The reference: cuBLAS (gated: into a scratch gate_up, then silu_and_mul).
+  // The reference: cuBLAS (gated: into a scratch gate_up, then
+  // silu_and_mul; rope: into a scratch product, then qkv_rope_cache).
   const double blas_us = time_cold_us(
       m.stream,
       [&] {
-        if (!gated) return gemm_cublas(px, w, pout);
+        if (!gated && rope == nullptr) return gemm_cublas(px, w, pout);
         const tensor pgate_up{tgate_up, w.type, x.rows, w.rows};
         gemm_cublas(px, w, pgate_up);
-        cuda::silu_and_mul(et, tgate_up, x.rows, n_out, tout, m.stream);
+        if (gated) return cuda::silu_and_mul(et, tgate_up, x.rows, n_out, tout, m.stream);
+        cuda::qkv_rope_cache(et, tgate_up, x.rows, rope->q_heads, rope->kv_heads, rope->head_dim,
+                             nullptr, nullptr, 0.0f, tpositions, tcos, tsin, tslots, tout, nullptr,
+                             nullptr, m.stream);
       },
       prepare);
-  const std::vector<float> want = read_out();
+  std::vector<float> want = read_out();
+  // rope: q was written ([m, q_cols]); the rest of the buffer is NaN.
+  if (rope != nullptr) want.resize(static_cast<size_t>(x.rows * q_cols));
   double max_want = 0;
   for (float v : want) max_want = std::max(max_want, std::isfinite(v) ? std::fabs(double(v)) : 0.0);
   // TROUPE_DEBUG_GEMV_DROP_LAST=1 (tests): the candidates' runs leave the
   // last output column unwritten, which the check below must catch.
   const char* drop = std::getenv("TROUPE_DEBUG_GEMV_DROP_LAST");
   const int64_t n_run = n_out - (drop != nullptr && std::strcmp(drop, "1") == 0 ? 1 : 0);
-  // The candidates: the GEMV-GLU variants (gated) or the GEMV variants.
-  const int variants = gated ? cuda::gemv_glu_num_variants() : cuda::gemv_num_variants();
+  // The candidates: the GEMV-GLU variants (gated, and with the RoPE
+  // epilogue, which computes pairs of rows as they do) or the GEMV variants.
+  const bool pairs = gated || rope != nullptr;
+  const int variants = pairs ? cuda::gemv_glu_num_variants() : cuda::gemv_num_variants();
   auto name_of = [&](int v) {
-    return gated ? cuda::gemv_glu_variant_name(v) : cuda::gemv_variant_name(v);
+    return pairs ? cuda::gemv_glu_variant_name(v) : cuda::gemv_variant_name(v);
   };
+  // TROUPE_GEMV_PIN="SHAPE=KERNEL;..." (comparisons): the shape, as the
+  // tuning log names it ("1x4096 -> 6144", "1x4096 -> 28672 (gated)"),
+  // runs KERNEL ("cuBLAS" or a variant's name) if it agrees with cuBLAS,
+  // whatever the timings say.
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "%lldx%lld -> %lld%s", static_cast<long long>(x.rows),
+                static_cast<long long>(w.cols), static_cast<long long>(w.rows),
+                gated ? " (gated)" : rope != nullptr ? " (rope)" : out.type == dtype::f32 ? " (float32 out)" : "");
+  std::string pinned;
+  if (const char* pins = std::getenv("TROUPE_GEMV_PIN"); pins != nullptr) {
+    const std::string all = pins, prefix = std::string(shape) + "=";
+    for (size_t at = 0; at <= all.size();) {
+      const size_t end = std::min(all.find(';', at), all.size());
+      const std::string pin = all.substr(at, end - at);
+      if (pin.compare(0, prefix.size(), prefix) == 0) pinned = pin.substr(prefix.size());
+      at = end + 1;
+    }
+  }
   int best = -1;
   double best_us = blas_us;
   std::string timings;
   for (int v = 0; v < variants; ++v) {
+    const int split = pairs ? cuda::gemv_glu_variant_split(v) : cuda::gemv_variant_split(v);
+    // Split variants only for products of up to gemv_split_max_rows rows
+    // and without the RoPE epilogue: they won end to end for the gate/up
+    // and down products at one and two rows, but timed alone (as here) they
+    // were picked at four rows and for the q/k/v product with RoPE, where
+    // the decode graph ran slower with them (docs/gpu.md).
+    const bool split_allowed =
+        m.gemv_split_on && x.rows <= cuda::gemv_split_max_rows && rope == nullptr;
+    if ((split > 1 && !split_allowed) || (split == 1 && m.gemv_split_only && split_allowed)) continue;
     const double us = time_cold_us(
         m.stream,
         [&] {
-          if (gated) {
+          if (rope != nullptr) {
+            run_rope(v);
+          } else if (gated) {
             cuda::gemv_glu(et, v, tx, x.rows, w.data, n_run, w.cols, tout, m.stream);
           } else {
             cuda::gemv(et, out.type == dtype::f32, v, tx, x.rows, w.data, n_run, w.cols, tout,
@@ -192,10 +262,10 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
     // Every output equal to the reference within two roundings of the
     // output type plus float32 summation order (a wrong or missing output
     // is off by order 1 or NaN); otherwise the variant is never used.
-    const std::vector<float> got = read_out();
+    const std::vector<float> got = read_out();  // (rope: q is its first want.size())
     const double rel = out.type == dtype::f32 ? 1e-4 : 1.0 / 64;
     bool agrees = true;
-    for (size_t i = 0; i < count && agrees; ++i) {
+    for (size_t i = 0; i < want.size() && agrees; ++i) {
       if (!std::isfinite(want[i])) continue;
       agrees = std::isfinite(got[i]) &&
                std::fabs(double(got[i]) - want[i]) <= rel * std::fabs(double(want[i])) + 1e-3 * max_want;
@@ -210,19 +280,20 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
                    static_cast<long long>(w.rows));
       continue;
     }
+    if (!pinned.empty()) {
+      if (pinned == name_of(v)) best = v;
+      continue;
+    }
     // A candidate must beat cuBLAS by 2% (not by timing noise).
     if (us < 0.98 * blas_us && us < best_us) {
       best = v;
       best_us = us;
     }
   }
-  char head[192];
-  std::snprintf(head, sizeof head, "%lldx%lld -> %lld%s: %s (us: cuBLAS%s %.1f",
-                static_cast<long long>(x.rows), static_cast<long long>(w.cols),
-                static_cast<long long>(w.rows),
-                gated ? " (gated)" : out.type == dtype::f32 ? " (float32 out)" : "",
-                best < 0 ? "cuBLAS" : name_of(best),
-                gated ? " + silu_and_mul" : "", blas_us);
+  char head[256];
+  std::snprintf(head, sizeof head, "%s: %s%s (us: cuBLAS%s %.1f", shape,
+                best < 0 ? "cuBLAS" : name_of(best), pinned.empty() ? "" : " (pinned)",
+                gated ? " + silu_and_mul" : rope != nullptr ? " + qkv_rope_cache" : "", blas_us);
   m.tuning_lines.push_back(std::string(head) + timings + ")");
   m.tuning_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   m.gemm_choices.emplace(key, best);  // the next call computes the product with it
@@ -262,13 +333,15 @@ void cuda_ops::gemm_cublas(const tensor& x, const tensor& w, const tensor& out) 
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const tensor& out, bool gated) {
+std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const tensor& out, bool gated,
+                                     const rope_heads* rope) {
   const bool allowed = impl_->tuning_allowed;
   impl_->tuning_allowed = false;
-  const int choice = gemm_choice(x, w, out, gated);
+  const int choice = gemm_choice(x, w, out, gated, rope);
   impl_->tuning_allowed = allowed;
   if (choice < 0) return "cuBLAS";
-  return gated ? cuda::gemv_glu_variant_name(choice) : cuda::gemv_variant_name(choice);
+  return gated || rope != nullptr ? cuda::gemv_glu_variant_name(choice)
+                                  : cuda::gemv_variant_name(choice);
 }
 
 }  // namespace troupe

@@ -525,14 +525,15 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
                                      const kv_cache_layer& cache, const tensor& q_out) {
   TROUPE_CHECK(x.cols == w.cols && qkv.cols == w.rows && x.type == w.type);
   const tensor rows_out{qkv.data, qkv.type, x.rows, qkv.cols};
-  // The GEMV variant tuned for the product alone, with the epilogue; the
-  // steps where that is cuBLAS, with q/k norms, or when TROUPE_ROPE_FUSION
-  // is off.
+  // The GEMV variant with the epilogue where tuning (timed with the
+  // epilogue) chose one; the separate steps where that is cuBLAS, with q/k
+  // norms, or when TROUPE_ROPE_FUSION is off.
+  const rope_heads heads{num_heads, num_kv_heads, head_dim};
   const int choice = impl_->rope_fusion_on && q_norm == nullptr && k_norm == nullptr &&
                              x.rows > 0 && qkv.type == w.type &&
                              cuda::gemv_rope_supported(element_of(w.type), x.rows, x.cols,
                                                        head_dim, x.data, w.data)
-                         ? gemm_choice(x, w, rows_out)
+                         ? gemm_choice(x, w, rows_out, false, &heads)
                          : -1;
   if (choice < 0) {
     ops::qkv_linear_rope_cache(x, w, bias, qkv, num_heads, num_kv_heads, head_dim, q_norm, k_norm,
@@ -542,7 +543,7 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
   check_qkv_rope_cache(qkv, x.rows, num_heads, num_kv_heads, head_dim, tables, cache, q_out);
   if (bias != nullptr) TROUPE_CHECK(bias->type == w.type && bias->rows * bias->cols == w.rows);
   op_scope scope(*impl_, "qkv_linear_rope_cache", x, w, w.rows);
-  cuda::gemv_qkv_rope_cache(element_of(w.type), cuda::gemv_rope_variant(choice), x.data, x.rows,
+  cuda::gemv_qkv_rope_cache(element_of(w.type), choice, x.data, x.rows,
                             w.data, bias != nullptr ? bias->data : nullptr, w.cols, num_heads,
                             num_kv_heads, head_dim, positions, tables.cos.f32(),
                             tables.sin.f32(), slot_mapping, q_out.data, cache.k.data,

@@ -34,11 +34,18 @@ class cuda_ops final : public ops {
   // `bytes`, so that it need not grow (a page-locked allocation, which
   // synchronises) while serving. Called once at start-up.
   void reserve_staging(size_t bytes);
+  // The heads of a fused q/k/v product (qkv_linear_rope_cache), whose
+  // decode shapes are tuned with the RoPE epilogue.
+  struct rope_heads {
+    int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
+  };
   // Which kernel computes this product now ("cuBLAS" or a GEMV variant;
   // with `gated`, gated_linear's: "cuBLAS" (then silu_and_mul) or a
-  // GEMV-GLU variant), without tuning (for tests and logs).
+  // GEMV-GLU variant; with `rope`, qkv_linear_rope_cache's: "cuBLAS" (then
+  // the separate kernels) or a GEMV-GLU table variant with the RoPE
+  // epilogue), without tuning (for tests and logs).
   std::string product_kernel(const tensor& x, const tensor& w, const tensor& out,
-                             bool gated = false);
+                             bool gated = false, const rope_heads* rope = nullptr);
   ~cuda_ops() override;
   cuda_ops(const cuda_ops&) = delete;
   cuda_ops& operator=(const cuda_ops&) = delete;
@@ -119,8 +126,12 @@ class cuda_ops final : public ops {
   // The choice for this shape, tuned now when tuning is allowed and the
   // shape is new: -1 cuBLAS, else a GEMV variant. With `gated`
   // (gated_linear; out is [m, w.rows / 2]): -1 cuBLAS then silu_and_mul,
-  // else a GEMV-GLU variant.
-  int gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated = false);
+  // else a GEMV-GLU variant. With `rope` (qkv_linear_rope_cache; out is
+  // the [m, w.rows] product): -1 cuBLAS then the separate kernels, else a
+  // GEMV-GLU table variant run with the RoPE epilogue
+  // (gemv_qkv_rope_cache), timed as that.
+  int gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated = false,
+                  const rope_heads* rope = nullptr);
   std::unique_ptr<impl> impl_;
 };
 

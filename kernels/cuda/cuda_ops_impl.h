@@ -70,13 +70,17 @@ struct cuda_ops::impl {
   std::map<int64_t, cudaGraphExec_t> graphs;
   // Decode products (gemm_choice): TROUPE_GEMV=auto (default: each shape
   // of up to gemv_max_rows rows timed at warm-up, GEMV variants against
-  // cuBLAS), off (cuBLAS only) or v0..v5 (that variant wherever it runs).
+  // cuBLAS), off (cuBLAS only) or v0..v8 (that variant wherever it runs).
   static constexpr int gemv_off = -2, gemv_auto = -1;
   int gemv_mode = [] {
     const char* v = std::getenv("TROUPE_GEMV");
     if (v == nullptr || std::strcmp(v, "auto") == 0 || *v == '\0') return gemv_auto;
     if (std::strcmp(v, "off") == 0) return gemv_off;
-    if (v[0] == 'v' && v[1] >= '0' && v[1] < '0' + cuda::gemv_num_variants() && v[2] == '\0') return v[1] - '0';
+    if (v[0] == 'v' && v[1] >= '0' && v[1] <= '9') {
+      char* end = nullptr;
+      const long n = std::strtol(v + 1, &end, 10);
+      if (*end == '\0' && n < cuda::gemv_num_variants()) return static_cast<int>(n);
+    }
     std::fprintf(stderr, "troupe: TROUPE_GEMV='%s' ignored (expected auto, off or v0..v%d)\n", v,
                  cuda::gemv_num_variants() - 1);
     return gemv_auto;
@@ -87,9 +91,18 @@ struct cuda_ops::impl {
   // TROUPE_ROPE_FUSION=off (or 0, false): the q/k/v product and
   // qkv_rope_cache as two kernels (comparisons).
   bool rope_fusion_on = cuda::env_switch("TROUPE_ROPE_FUSION");
+  // TROUPE_GEMV_SPLIT=off (or 0, false): the tuning leaves out the GEMV
+  // variants whose warps share a row's k; =only: it times only those
+  // against cuBLAS where they are considered (comparisons).
+  bool gemv_split_on = cuda::env_switch("TROUPE_GEMV_SPLIT");
+  bool gemv_split_only = [] {
+    const char* v = std::getenv("TROUPE_GEMV_SPLIT");
+    return v != nullptr && std::strcmp(v, "only") == 0;
+  }();
   bool tuning_allowed = false;
-  // (rows, n, k, weight type, output type, gated) -> gemm_choice's answer.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool>, int> gemm_choices;
+  // (rows, n, k, weight type, output type, gated, RoPE q heads, RoPE head
+  // dim (0: none)) -> gemm_choice's answer.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool, int64_t, int64_t>, int> gemm_choices;
   std::vector<std::string> tuning_lines;  // one per tuned shape
   double tuning_ms = 0;
   void* flush_buffer = nullptr;  // tuning scratch: an L2-flush region, a random x, an output

@@ -91,6 +91,38 @@ class cuda_gemv : public ::testing::Test {
     ops_->linear(x, w, nullptr, out);
     ops_->allow_tuning(false);
   }
+  // m tokens' positions ((7 i + 3) % max_pos) and K/V slots ((11 i + 5) %
+  // num_slots: distinct for 8 tokens and 40 slots; token 1's is -1), on
+  // the host and uploaded.
+  struct token_places {
+    std::vector<int32_t> pos, slots;
+    int32_t *dpos = nullptr, *dslots = nullptr;
+  };
+  token_places places(int64_t m, int64_t max_pos, int64_t num_slots) {
+    token_places t{std::vector<int32_t>(m), std::vector<int32_t>(m)};
+    for (int64_t i = 0; i < m; ++i) {
+      t.pos[i] = static_cast<int32_t>((i * 7 + 3) % max_pos);
+      t.slots[i] = i == 1 ? -1 : static_cast<int32_t>((i * 11 + 5) % num_slots);
+    }
+    t.dpos = ops_->alloc_ints(m);
+    t.dslots = ops_->alloc_ints(m);
+    ops_->upload_ints(t.pos.data(), t.dpos, m);
+    ops_->upload_ints(t.slots.data(), t.dslots, m);
+    return t;
+  }
+  // got equal to want bit for bit, NaN (unwritten) where want is.
+  void expect_same_bits(const tensor& want_t, const tensor& got_t, const std::string& what) {
+    std::vector<float> want(want_t.rows * want_t.cols), got(want.size());
+    ops_->download(want_t, want.data());
+    ops_->download(got_t, got.data());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i])) {
+        ASSERT_TRUE(std::isnan(got[i])) << what << ": element " << i << " written";
+      } else {
+        ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
+      }
+    }
+  }
   tensor poisoned(dtype type, int64_t rows, int64_t cols) {
     tensor t = ops_->alloc(type, rows, cols);
     const std::vector<float> nan(rows * cols, std::numeric_limits<float>::quiet_NaN());
@@ -150,18 +182,21 @@ TEST_F(cuda_gemv, glu_variants_match_gemv_then_silu_and_mul) {
       for (int64_t m = 1; m <= cuda::gemv_max_rows; ++m) {
         tensor x, w;
         const problem p = make(type, m, 2 * s.d, s.k, seed++, x, w);
-        const tensor gate_up = poisoned(type, m, 2 * s.d);
-        const tensor two_step = poisoned(type, m, s.d);
-        cuda::gemv(element_of(type), false, 0, x.data, m, w.data, 2 * s.d, s.k, gate_up.data, nullptr);
-        cuda::silu_and_mul(element_of(type), gate_up.data, m, s.d, two_step.data, nullptr);
-        std::vector<float> want(m * s.d);
-        ops_->synchronize();
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        ops_->download(two_step, want.data());
         for (int v = 0; v < cuda::gemv_glu_num_variants(); ++v) {
           const std::string what = std::string(type == dtype::bf16 ? "bf16 " : "f16 ") +
                                    cuda::gemv_glu_variant_name(v) + " m=" + std::to_string(m) +
                                    " d=" + std::to_string(s.d) + " k=" + std::to_string(s.k);
+          // The two steps, with the GEMV variant that sums in the same order.
+          const int plain = cuda::gemv_variant_of_glu(v);
+          ASSERT_GE(plain, 0) << what;
+          const tensor gate_up = poisoned(type, m, 2 * s.d);
+          const tensor two_step = poisoned(type, m, s.d);
+          cuda::gemv(element_of(type), false, plain, x.data, m, w.data, 2 * s.d, s.k, gate_up.data,
+                     nullptr);
+          cuda::silu_and_mul(element_of(type), gate_up.data, m, s.d, two_step.data, nullptr);
+          std::vector<float> want(m * s.d);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          ops_->download(two_step, want.data());
           const tensor out = poisoned(type, m + 1, s.d);
           cuda::gemv_glu(element_of(type), v, x.data, m, w.data, s.d, s.k, out.data, nullptr);
           std::vector<float> got(out.rows * out.cols);
@@ -213,15 +248,8 @@ TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
         const tensor sin_t = ops_->alloc(dtype::f32, max_pos, half);
         ops_->upload(hcos.data(), cos_t);
         ops_->upload(hsin.data(), sin_t);
-        std::vector<int32_t> pos(m), slots(m);
-        for (int64_t i = 0; i < m; ++i) {
-          pos[i] = static_cast<int32_t>((i * 7 + 3) % max_pos);
-          slots[i] = i == 1 ? -1 : static_cast<int32_t>((i * 11 + 5) % num_slots);
-        }
-        int32_t* dpos = ops_->alloc_ints(m);
-        int32_t* dslots = ops_->alloc_ints(m);
-        ops_->upload_ints(pos.data(), dpos, m);
-        ops_->upload_ints(slots.data(), dslots, m);
+        const token_places at = places(m, max_pos, num_slots);
+        int32_t *dpos = at.dpos, *dslots = at.dslots;
         for (bool with_bias : {false, true}) {
           for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
             const std::string what = std::string(type == dtype::bf16 ? "bf16 " : "f16 ") +
@@ -249,20 +277,100 @@ TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
             for (auto [want_t, got_t, name] : {std::tuple{q_want, q_got, "q"}, {k_want, k_got, "k cache"},
                                                {v_want, v_got, "v cache"}}) {
-              std::vector<float> want(want_t.rows * want_t.cols), got(want.size());
-              ops_->download(want_t, want.data());
-              ops_->download(got_t, got.data());
-              for (size_t i = 0; i < want.size(); ++i) {
-                if (std::isnan(want[i])) {
-                  ASSERT_TRUE(std::isnan(got[i])) << what << ": " << name << " " << i << " written";
-                } else {
-                  ASSERT_EQ(got[i], want[i]) << what << ": " << name << " " << i;
-                }
-              }
+              expect_same_bits(want_t, got_t, what + ": " + name);
             }
           }
         }
       }
+    }
+  }
+}
+
+// cuda_ops::qkv_linear_rope_cache: decode shapes are tuned as the product
+// with its RoPE epilogue (the GEMV-GLU table's pair variants against cuBLAS
+// then qkv_rope_cache), and the result is the reference's rotated product,
+// bit for bit the separate GEMV (same order of sums) and qkv_rope_cache
+// when a GEMV was chosen.
+TEST_F(cuda_gemv, qkv_linear_rope_cache_is_tuned_with_its_epilogue) {
+  const int64_t q_heads = 4, kv_heads = 2, head_dim = 64, k = 512, half = head_dim / 2;
+  const int64_t n = (q_heads + 2 * kv_heads) * head_dim, kv_cols = kv_heads * head_dim;
+  const int64_t num_slots = 40, max_pos = 30;
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> hcos(max_pos * half), hsin(max_pos * half);
+  for (float& v : hcos) v = d(rng);
+  for (float& v : hsin) v = d(rng);
+  const rope_tables tables{ops_->alloc(dtype::f32, max_pos, half), ops_->alloc(dtype::f32, max_pos, half)};
+  ops_->upload(hcos.data(), tables.cos);
+  ops_->upload(hsin.data(), tables.sin);
+  const cuda_ops::rope_heads heads{q_heads, kv_heads, head_dim};
+  for (int64_t m : {1, 2, 8}) {
+    const std::string what = "m=" + std::to_string(m);
+    tensor x, w;
+    const problem p = make(dtype::bf16, m, n, k, 4000 + m, x, w);
+    const token_places at = places(m, max_pos, num_slots);
+    const std::vector<int32_t>&pos = at.pos, &slots = at.slots;
+    int32_t *dpos = at.dpos, *dslots = at.dslots;
+    const tensor qkv = poisoned(dtype::bf16, m, n);
+    const tensor q = poisoned(dtype::bf16, m, q_heads * head_dim);
+    const kv_cache_layer cache{poisoned(dtype::bf16, num_slots, kv_cols), poisoned(dtype::bf16, num_slots, kv_cols)};
+    ops_->allow_tuning(true);
+    ops_->qkv_linear_rope_cache(x, w, nullptr, qkv, q_heads, kv_heads, head_dim, nullptr, nullptr,
+                                0.0f, dpos, tables, dslots, cache, q);
+    ops_->allow_tuning(false);
+    ops_->synchronize();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    std::vector<float> got_q(q.rows * q.cols), got_k(num_slots * kv_cols), got_v(got_k.size());
+    ops_->download(q, got_q.data());
+    ops_->download(cache.k, got_k.data());
+    ops_->download(cache.v, got_v.data());
+    // The reference: each head's pair (j, j + half) of the product, each
+    // rounded to bf16 (1/256 relative), rotated for q and k heads.
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t head = 0; head < q_heads + 2 * kv_heads; ++head) {
+        const bool is_q = head < q_heads, is_v = head >= q_heads + kv_heads;
+        if (!is_q && slots[i] < 0) continue;
+        for (int64_t j = 0; j < half; ++j) {
+          const int64_t r1 = i * n + head * head_dim + j, r2 = r1 + half;
+          const double x1 = p.want[r1], x2 = p.want[r2];
+          const double c = is_v ? 1.0 : hcos[pos[i] * half + j], sn = is_v ? 0.0 : hsin[pos[i] * half + j];
+          const double y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+          const double tol = (std::fabs(x1) + std::fabs(x2) + std::fabs(y1) + std::fabs(y2)) / 256 +
+                             2e-6 * (p.scale[r1] + p.scale[r2]) + 1e-6;
+          const float* dst = is_q ? &got_q[(i * q_heads + head) * head_dim]
+                             : is_v ? &got_v[slots[i] * kv_cols + (head - q_heads - kv_heads) * head_dim]
+                                    : &got_k[slots[i] * kv_cols + (head - q_heads) * head_dim];
+          ASSERT_NEAR(dst[j], y1, tol) << what << " head " << head << " j " << j;
+          ASSERT_NEAR(dst[j + half], y2, tol) << what << " head " << head << " j " << j + half;
+        }
+      }
+    }
+    const std::string report = ops_->tuning_report();
+    EXPECT_NE(report.find(std::to_string(m) + "x512 -> 512 (rope)"), std::string::npos) << report;
+    EXPECT_EQ(report.find("differs"), std::string::npos) << report;
+    // A GEMV chosen: bit for bit the GEMV with the same order of sums, then
+    // qkv_rope_cache.
+    const std::string kernel = ops_->product_kernel(x, w, qkv, false, &heads);
+    int choice = -1;
+    for (int v = 0; v < cuda::gemv_glu_num_variants(); ++v) {
+      if (kernel == cuda::gemv_glu_variant_name(v)) choice = v;
+    }
+    if (choice < 0) {
+      EXPECT_EQ(kernel, "cuBLAS") << what;
+      continue;
+    }
+    const tensor qkv2 = poisoned(dtype::bf16, m, n);
+    const tensor q2 = poisoned(dtype::bf16, m, q_heads * head_dim);
+    const kv_cache_layer cache2{poisoned(dtype::bf16, num_slots, kv_cols), poisoned(dtype::bf16, num_slots, kv_cols)};
+    cuda::gemv(cuda::element_type::bf16, false, cuda::gemv_variant_of_glu(choice), x.data, m, w.data,
+               n, k, qkv2.data, nullptr);
+    cuda::qkv_rope_cache(cuda::element_type::bf16, qkv2.data, m, q_heads, kv_heads, head_dim, nullptr,
+                         nullptr, 0.0f, dpos, tables.cos.f32(), tables.sin.f32(), dslots, q2.data,
+                         cache2.k.data, cache2.v.data, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    for (auto [got_t, want_t, name] : {std::tuple{q, q2, "q"}, {cache.k, cache2.k, "k cache"},
+                                        {cache.v, cache2.v, "v cache"}}) {
+      expect_same_bits(want_t, got_t, what + " " + kernel + ": " + name);
     }
   }
 }
@@ -309,6 +417,19 @@ TEST_F(cuda_gemv, linear_tunes_decode_shapes_and_matches_the_reference) {
   // Four row counts up to 8, each with a bf16 and a float32 output: 8 shapes.
   EXPECT_NE(report.find("decode GEMM tuning: 8 shapes timed"), std::string::npos) << report;
   EXPECT_EQ(report.find("16x512"), std::string::npos) << "16 rows tuned:\n" << report;
+  // The variants that split k over warps are timed up to
+  // gemv_split_max_rows rows only.
+  for (size_t at = report.find('\n'); at != std::string::npos;) {
+    const size_t end = report.find('\n', at + 1);
+    const std::string line = report.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+    at = end;
+    const int64_t rows = std::stoll(line.substr(line.find_first_not_of(' ')));
+    int splits = 0;
+    for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
+      if (cuda::gemv_variant_split(v) > 1 && line.find(cuda::gemv_variant_name(v)) != std::string::npos) ++splits;
+    }
+    EXPECT_EQ(splits > 0, rows <= cuda::gemv_split_max_rows) << line;
+  }
 }
 
 // gated_linear: up to 8 rows tuned (GEMV-GLU variants against cuBLAS and
@@ -345,7 +466,8 @@ TEST_F(cuda_gemv, gated_linear_matches_the_reference) {
 }
 
 TEST_F(cuda_gemv, troupe_gemv_forces_a_variant_or_turns_it_off) {
-  for (const char* mode : {"v2", "off"}) {
+  const std::string last = "v" + std::to_string(cuda::gemv_num_variants() - 1);  // the last variant
+  for (const char* mode : {"v2", last.c_str(), "off"}) {
     setenv("TROUPE_GEMV", mode, 1);
     auto ops = std::make_unique<cuda_ops>(0, 64);
     ops_.swap(ops);
@@ -355,7 +477,10 @@ TEST_F(cuda_gemv, troupe_gemv_forces_a_variant_or_turns_it_off) {
     tuned_linear(x, w, out);
     check(p, out, dtype::f16, std::string("TROUPE_GEMV=") + mode);
     EXPECT_EQ(ops_->tuning_report(), "") << "TROUPE_GEMV=" << mode << " still tuned";
-    EXPECT_EQ(ops_->product_kernel(x, w, out), std::string(mode) == "off" ? "cuBLAS" : "gemv u2 r2");
+    const std::string want = std::string(mode) == "off" ? "cuBLAS"
+                             : std::string(mode) == "v2" ? "gemv u2 r2"
+                                                         : cuda::gemv_variant_name(cuda::gemv_num_variants() - 1);
+    EXPECT_EQ(ops_->product_kernel(x, w, out), want);
     ops_.swap(ops);
   }
   unsetenv("TROUPE_GEMV");

@@ -10,7 +10,8 @@ namespace troupe::cuda {
 
 namespace {
 
-constexpr int warps_per_block = 4;
+// A block's warps: 4, or one group of SPLIT warps when SPLIT is larger.
+__host__ __device__ constexpr int block_warps(int split) { return split > 4 ? split : 4; }
 
 // 8 elements of 16 bytes as floats.
 template <class T>
@@ -77,18 +78,27 @@ struct rope_args {
 
 enum class epilogue { store, glu, rope };
 
-template <class T, class OutT, int M, int UNROLL, int ROWS, epilogue E>
-__global__ void __launch_bounds__(warps_per_block * 32)
+template <class T, class OutT, int M, int UNROLL, int ROWS, int SPLIT, epilogue E>
+__global__ void __launch_bounds__(block_warps(SPLIT) * 32)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, int64_t n, int64_t k,
                 OutT* __restrict__ out, bool preload, rope_args<T> ra) {
   constexpr bool GLU = E == epilogue::glu, ROPE = E == epilogue::rope;
   static_assert((!GLU && !ROPE) || ROWS == 2, "a GLU or RoPE warp computes a pair of rows");
-  const int64_t warp = int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
+  constexpr int warps_per_block = block_warps(SPLIT);
+  static_assert(warps_per_block % SPLIT == 0, "a block holds whole groups of SPLIT warps");
+  // SPLIT warps (adjacent in the block) share a group of rows: warp `part`
+  // of the group takes chunks part, part + SPLIT, ... of k, and the group's
+  // partial sums meet in shared memory (part 0 adds them in part order and
+  // runs the epilogue).
+  const int warp_in_block = threadIdx.x / 32;
+  const int part = warp_in_block % SPLIT;
+  const int64_t warp = int64_t(blockIdx.x) * (warps_per_block / SPLIT) + warp_in_block / SPLIT;
   const int lane = threadIdx.x % 32;
   // ROPE: n is the pair count (rows / 2); pair p is (head, j).
   const int64_t row0 = GLU || ROPE ? warp : warp * ROWS;
   if (row0 >= n) {
     pdl_begin();  // nothing to do, but the PDL handshake is the block's
+    if constexpr (SPLIT > 1) __syncthreads();  // and so is the partial sums' barrier
     return;
   }
   const int64_t head = ROPE ? row0 / ra.half : 0;
@@ -124,7 +134,7 @@ __global__ void __launch_bounds__(warps_per_block * 32)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
 
-  constexpr int64_t step = 32 * 8, chunk = step * UNROLL;
+  constexpr int64_t step = 32 * 8, chunk = step * UNROLL, stride = chunk * SPLIT;
   auto load = [&](uint4 (&wv)[UNROLL][ROWS], int64_t base) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
@@ -153,7 +163,7 @@ __global__ void __launch_bounds__(warps_per_block * 32)
       }
     }
   };
-  const int64_t first = int64_t(lane) * 8;
+  const int64_t first = int64_t(lane) * 8 + part * chunk;
   uint4 a[UNROLL][ROWS], b[UNROLL][ROWS];
   if (preload) {
     load(a, first);
@@ -162,11 +172,11 @@ __global__ void __launch_bounds__(warps_per_block * 32)
     pdl_begin();
     load(a, first);
   }
-  for (int64_t base = first; base < k; base += 2 * chunk) {
-    if (base + chunk < k) load(b, base + chunk);
+  for (int64_t base = first; base < k; base += 2 * stride) {
+    if (base + stride < k) load(b, base + stride);
     compute(a, base);
-    if (base + 2 * chunk < k) load(a, base + 2 * chunk);
-    if (base + chunk < k) compute(b, base + chunk);
+    if (base + 2 * stride < k) load(a, base + 2 * stride);
+    if (base + stride < k) compute(b, base + stride);
   }
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)
@@ -175,6 +185,26 @@ __global__ void __launch_bounds__(warps_per_block * 32)
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
         acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
+  if constexpr (SPLIT > 1) {
+    __shared__ float partial[warps_per_block][ROWS][M];
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int m = 0; m < M; ++m) partial[warp_in_block][r][m] = acc[r][m];
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float sum = partial[warp_in_block][r][m];
+#pragma unroll
+        for (int p = 1; p < SPLIT; ++p) sum += partial[warp_in_block + p][r][m];
+        acc[r][m] = sum;
+      }
+  }
   if constexpr (ROPE) {
     // Lane m handles token m: as qkv_rope_cache on the rounded (and biased)
     // pair.
@@ -229,35 +259,42 @@ __global__ void __launch_bounds__(warps_per_block * 32)
 }
 
 struct variant_info {
-  int unroll, rows;
+  int unroll, rows, split;
   const char* name;
 };
 constexpr variant_info variants[] = {
-    {4, 1, "gemv u4 r1"},
-    {8, 1, "gemv u8 r1"},
-    {2, 2, "gemv u2 r2"},
-    {4, 2, "gemv u4 r2"},
-    {2, 1, "gemv u2 r1"},
-    {2, 4, "gemv u2 r4"},
+    {4, 1, 1, "gemv u4 r1"},
+    {8, 1, 1, "gemv u8 r1"},
+    {2, 2, 1, "gemv u2 r2"},
+    {4, 2, 1, "gemv u4 r2"},
+    {2, 1, 1, "gemv u2 r1"},
+    {2, 4, 1, "gemv u2 r4"},
+    {2, 1, 4, "gemv u2 r1 s4"},
+    {4, 1, 4, "gemv u4 r1 s4"},
+    {2, 1, 8, "gemv u2 r1 s8"},
 };
 constexpr int num_variants = sizeof(variants) / sizeof(variants[0]);
 // GLU variants: one gate row and its up row per warp.
 constexpr variant_info glu_variants[] = {
-    {2, 2, "gemv-glu u2"},
-    {4, 2, "gemv-glu u4"},
-    {8, 2, "gemv-glu u8"},
-    {1, 2, "gemv-glu u1"},
+    {2, 2, 1, "gemv-glu u2"},
+    {4, 2, 1, "gemv-glu u4"},
+    {8, 2, 1, "gemv-glu u8"},
+    {1, 2, 1, "gemv-glu u1"},
+    {2, 2, 4, "gemv-glu u2 s4"},
+    {4, 2, 4, "gemv-glu u4 s4"},
+    {2, 2, 8, "gemv-glu u2 s8"},
 };
 constexpr int num_glu_variants = sizeof(glu_variants) / sizeof(glu_variants[0]);
 
 // `n` is the number of outputs a row of out holds (GLU: half the weight's
 // rows; ROPE: the pairs, half the weight's rows).
-template <class T, class OutT, int M, int UNROLL, int ROWS, epilogue E>
+template <class T, class OutT, int M, int UNROLL, int ROWS, int SPLIT, epilogue E>
 void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, const rope_args<T>& ra,
             cudaStream_t stream) {
-  const int64_t warps = E != epilogue::store ? n : (n + ROWS - 1) / ROWS;
-  const auto blocks = static_cast<unsigned>((warps + warps_per_block - 1) / warps_per_block);
-  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, E>, blocks, warps_per_block * 32, 0, stream,
+  const int64_t groups = E != epilogue::store ? n : (n + ROWS - 1) / ROWS;
+  constexpr int per_block = block_warps(SPLIT) / SPLIT;
+  const auto blocks = static_cast<unsigned>((groups + per_block - 1) / per_block);
+  launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, SPLIT, E>, blocks, block_warps(SPLIT) * 32, 0, stream,
              static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out),
              preload_enabled(), ra);
   TROUPE_CUDA_CHECK(cudaGetLastError());
@@ -270,7 +307,7 @@ void launch_variant(int variant, const void* x, const void* w, int64_t n, int64_
                     const rope_args<T>& ra, cudaStream_t stream, std::index_sequence<I...>) {
   constexpr const variant_info* table = E == epilogue::store ? variants : glu_variants;
   auto run = [&](auto i) {
-    launch<T, OutT, M, table[i].unroll, table[i].rows, E>(x, w, n, k, out, ra, stream);
+    launch<T, OutT, M, table[i].unroll, table[i].rows, table[i].split, E>(x, w, n, k, out, ra, stream);
     return true;
   };
   (void)((variant == static_cast<int>(I) && run(std::integral_constant<size_t, I>{})) || ...);
@@ -317,7 +354,15 @@ const char* gemv_variant_name(int variant) {
   return variant >= 0 && variant < num_variants ? variants[variant].name : "gemv ?";
 }
 
+int gemv_variant_split(int variant) {
+  return variant >= 0 && variant < num_variants ? variants[variant].split : 1;
+}
+
 int gemv_glu_num_variants() { return num_glu_variants; }
+
+int gemv_glu_variant_split(int variant) {
+  return variant >= 0 && variant < num_glu_variants ? glu_variants[variant].split : 1;
+}
 
 const char* gemv_glu_variant_name(int variant) {
   return variant >= 0 && variant < num_glu_variants ? glu_variants[variant].name : "gemv-glu ?";
@@ -350,11 +395,29 @@ void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void*
   return with_rows(m, call<__half, __half, epilogue::glu>{variant, x, w, d, k, out, stream});
 }
 
+int gemv_variant_of_glu(int glu_variant) {
+  if (glu_variant < 0 || glu_variant >= num_glu_variants) return -1;
+  // A one-row variant with the same split and unroll; with no split every
+  // variant sums a row in the same order.
+  const variant_info& g = glu_variants[glu_variant];
+  int same_split = -1;
+  for (int i = 0; i < num_variants; ++i) {
+    if (variants[i].split != g.split) continue;
+    if (variants[i].rows == 1 && variants[i].unroll == g.unroll) return i;
+    if (same_split < 0 && g.split == 1) same_split = i;
+  }
+  return same_split;
+}
+
 int gemv_rope_variant(int gemv_variant) {
   if (gemv_variant < 0 || gemv_variant >= num_variants) return -1;
-  // The GLU table's pair variant with the same unroll (else the first).
+  // The GLU table's pair variant with the same unroll and split (else the
+  // first).
   for (int i = 0; i < num_glu_variants; ++i) {
-    if (glu_variants[i].unroll == variants[gemv_variant].unroll) return i;
+    if (glu_variants[i].unroll == variants[gemv_variant].unroll &&
+        glu_variants[i].split == variants[gemv_variant].split) {
+      return i;
+    }
   }
   return 0;
 }

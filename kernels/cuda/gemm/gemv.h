@@ -3,7 +3,9 @@
 // float32 accumulation, output in the weights' type or float32. Memory
 // bound: every weight is read once, with 16-byte streaming loads (double
 // buffered, the first ones before the PDL wait), and used for all m rows.
-// Several variants (rows per warp, loads in flight); cuda_ops times them
+// Several variants (rows per warp, loads in flight, warps sharing a row's
+// k: "s2", "s4", whose partial sums meet in shared memory, so that a
+// product of few rows still has enough warps); cuda_ops times them
 // against cuBLAS per shape at start-up and keeps the fastest (docs/gpu.md,
 // "Decode products"). TROUPE_PRELOAD=0 requests the weights only after
 // the PDL wait (comparisons).
@@ -18,10 +20,16 @@
 namespace troupe::cuda {
 
 constexpr int gemv_max_rows = 8;
+// The most rows for which cuda_ops' tuning considers the variants that
+// split a row's k over warps (not with the RoPE epilogue; docs/gpu.md,
+// "Decode products").
+constexpr int gemv_split_max_rows = 2;
 
 // Variants 0 .. gemv_num_variants() - 1.
 int gemv_num_variants();
 const char* gemv_variant_name(int variant);
+// How many warps share a row's k in a variant (1: a warp a row group).
+int gemv_variant_split(int variant);
 
 // Whether gemv() can run this product: bf16/f16, 1 <= m <= gemv_max_rows,
 // k a multiple of 8, x and w 16-byte aligned.
@@ -35,10 +43,14 @@ void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, c
 // The gate/up product with SiLU-and-mul in one kernel (gated_linear): w is
 // [2d, k] (gate rows, then up rows), out [m, d] of type t:
 // out[i, j] = silu(g) * u with g = (x w[j]^T) and u = (x w[d + j]^T) each
-// rounded to t first, bit for bit gemv() followed by silu_and_mul().
+// rounded to t first, bit for bit gemv() with gemv_variant_of_glu(variant)
+// (the GEMV variant that sums a row in the same order) followed by
+// silu_and_mul().
 // Variants 0 .. gemv_glu_num_variants() - 1. REQUIRES: gemv_supported.
 int gemv_glu_num_variants();
 const char* gemv_glu_variant_name(int variant);
+int gemv_glu_variant_split(int variant);
+int gemv_variant_of_glu(int glu_variant);
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
               int64_t k, void* out, cudaStream_t stream);
 
@@ -47,10 +59,11 @@ void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void*
 // value a row or null; each warp computes a head's rotary pair of rows, adds
 // the bias, rotates q and k heads (cos/sin at positions[i]) and stores q to
 // q_out [m, q_heads * head_dim], k and v to the caches at slot_mapping[i]
-// (-1: skipped): bit for bit gemv() (any variant), add_bias and
+// (-1: skipped): bit for bit gemv() with `gemv_variant`, add_bias and
 // qkv_rope_cache without q/k norms. `variant` indexes the GEMV-GLU table
 // (pairs of rows): gemv_rope_variant maps a GEMV variant to the one of the
-// same unroll. REQUIRES: gemv_rope_supported.
+// same unroll and split (the same order of sums). REQUIRES:
+// gemv_rope_supported.
 int gemv_rope_variant(int gemv_variant);
 bool gemv_rope_supported(element_type t, int64_t m, int64_t k, int64_t head_dim, const void* x,
                          const void* w);
