@@ -111,7 +111,7 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   // product, then positions (0), slots (-1: no K/V written) and cos/sin
   // tables of one position (1 and 0: the rotation leaves q as it is, so
   // that q is the product's q columns to compare).
-  const size_t gate_up_bytes = gated || rope != nullptr ? static_cast<size_t>(x.rows * w.rows) * elem : 0;
+  const size_t product_bytes = gated || rope != nullptr ? static_cast<size_t>(x.rows * w.rows) * elem : 0;
   const int64_t half = rope != nullptr ? rope->head_dim / 2 : 0;
   const size_t rope_bytes = rope != nullptr ? static_cast<size_t>(2 * x.rows + 2 * half) * 4 : 0;
   // Private inputs and outputs: random x (the warm-up's own activations are
@@ -125,7 +125,7 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   }();
   const auto align = [](size_t b) { return (b + 255) & ~size_t{255}; };
   const size_t need =
-      flush_need + align(x_bytes) + align(out_bytes) + align(gate_up_bytes) + align(rope_bytes);
+      flush_need + align(x_bytes) + align(out_bytes) + align(product_bytes) + align(rope_bytes);
   if (m.flush_buffer == nullptr || m.flush_bytes < need) {
     if (m.flush_buffer != nullptr) {
       TROUPE_CUDA_CHECK(cudaStreamSynchronize(m.stream));
@@ -143,8 +143,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   char* base = static_cast<char*>(m.flush_buffer);
   void* tx = base + flush_need;
   void* tout = base + flush_need + align(x_bytes);
-  void* tgate_up = base + flush_need + align(x_bytes) + align(out_bytes);
-  auto* trope = reinterpret_cast<int32_t*>(static_cast<char*>(tgate_up) + align(gate_up_bytes));
+  void* tproduct = base + flush_need + align(x_bytes) + align(out_bytes);
+  auto* trope = reinterpret_cast<int32_t*>(static_cast<char*>(tproduct) + align(product_bytes));
   int32_t* tpositions = trope;
   int32_t* tslots = trope + x.rows;
   float* tcos = reinterpret_cast<float*>(trope + 2 * x.rows);
@@ -191,10 +191,9 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
       m.stream,
       [&] {
         if (!gated && rope == nullptr) return gemm_cublas(px, w, pout);
-        const tensor pgate_up{tgate_up, w.type, x.rows, w.rows};
-        gemm_cublas(px, w, pgate_up);
-        if (gated) return cuda::silu_and_mul(et, tgate_up, x.rows, n_out, tout, m.stream);
-        cuda::qkv_rope_cache(et, tgate_up, x.rows, rope->q_heads, rope->kv_heads, rope->head_dim,
+        gemm_cublas(px, w, tensor{tproduct, w.type, x.rows, w.rows});
+        if (gated) return cuda::silu_and_mul(et, tproduct, x.rows, n_out, tout, m.stream);
+        cuda::qkv_rope_cache(et, tproduct, x.rows, rope->q_heads, rope->kv_heads, rope->head_dim,
                              nullptr, nullptr, 0.0f, tpositions, tcos, tsin, tslots, tout, nullptr,
                              nullptr, m.stream);
       },
@@ -233,19 +232,20 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
       at = end + 1;
     }
   }
+  // Split variants only for products of up to gemv_split_max_rows rows
+  // and without the RoPE epilogue: they won end to end for the gate/up and
+  // down products at one and two rows, but timed alone (as here) they were
+  // picked at four rows and for the q/k/v product with RoPE, where the
+  // decode graph ran slower with them (docs/gpu.md).
+  const bool split_allowed = m.gemv_split != impl::split_mode::off &&
+                             x.rows <= cuda::gemv_split_max_rows && rope == nullptr;
+  const bool split_only = split_allowed && m.gemv_split == impl::split_mode::only;
   int best = -1;
   double best_us = blas_us;
   std::string timings;
   for (int v = 0; v < variants; ++v) {
-    const int split = pairs ? cuda::gemv_glu_variant_split(v) : cuda::gemv_variant_split(v);
-    // Split variants only for products of up to gemv_split_max_rows rows
-    // and without the RoPE epilogue: they won end to end for the gate/up
-    // and down products at one and two rows, but timed alone (as here) they
-    // were picked at four rows and for the q/k/v product with RoPE, where
-    // the decode graph ran slower with them (docs/gpu.md).
-    const bool split_allowed =
-        m.gemv_split_on && x.rows <= cuda::gemv_split_max_rows && rope == nullptr;
-    if ((split > 1 && !split_allowed) || (split == 1 && m.gemv_split_only && split_allowed)) continue;
+    const bool split = (pairs ? cuda::gemv_glu_variant_split(v) : cuda::gemv_variant_split(v)) > 1;
+    if (split ? !split_allowed : split_only) continue;
     const double us = time_cold_us(
         m.stream,
         [&] {

@@ -94,10 +94,11 @@ struct cuda_ops::impl {
   // TROUPE_GEMV_SPLIT=off (or 0, false): the tuning leaves out the GEMV
   // variants whose warps share a row's k; =only: it times only those
   // against cuBLAS where they are considered (comparisons).
-  bool gemv_split_on = cuda::env_switch("TROUPE_GEMV_SPLIT");
-  bool gemv_split_only = [] {
+  enum class split_mode { on, off, only };
+  split_mode gemv_split = [] {
     const char* v = std::getenv("TROUPE_GEMV_SPLIT");
-    return v != nullptr && std::strcmp(v, "only") == 0;
+    if (v != nullptr && std::strcmp(v, "only") == 0) return split_mode::only;
+    return cuda::env_switch("TROUPE_GEMV_SPLIT") ? split_mode::on : split_mode::off;
   }();
   bool tuning_allowed = false;
   // (rows, n, k, weight type, output type, gated, RoPE q heads, RoPE head

@@ -251,16 +251,19 @@ TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
         const token_places at = places(m, max_pos, num_slots);
         int32_t *dpos = at.dpos, *dslots = at.dslots;
         for (bool with_bias : {false, true}) {
-          for (int v = 0; v < cuda::gemv_num_variants(); ++v) {
+          for (int v = 0; v < cuda::gemv_glu_num_variants(); ++v) {
             const std::string what = std::string(type == dtype::bf16 ? "bf16 " : "f16 ") +
-                                     cuda::gemv_variant_name(v) + (with_bias ? " bias" : "") +
+                                     cuda::gemv_glu_variant_name(v) + (with_bias ? " bias" : "") +
                                      " m=" + std::to_string(m) + " d=" + std::to_string(s.head_dim);
-            // The separate kernels.
+            // The separate kernels, with the GEMV variant that sums in the
+            // same order.
+            const int plain = cuda::gemv_variant_of_glu(v);
+            ASSERT_GE(plain, 0) << what;
             const tensor qkv = poisoned(type, m, rows);
             const tensor q_want = poisoned(type, m, s.q_heads * s.head_dim);
             const tensor k_want = poisoned(type, num_slots, kv_cols);
             const tensor v_want = poisoned(type, num_slots, kv_cols);
-            cuda::gemv(element_of(type), false, v, x.data, m, w.data, rows, s.k, qkv.data, nullptr);
+            cuda::gemv(element_of(type), false, plain, x.data, m, w.data, rows, s.k, qkv.data, nullptr);
             if (with_bias) cuda::add_bias(element_of(type), qkv.data, bias.data, m, rows, nullptr);
             cuda::qkv_rope_cache(element_of(type), qkv.data, m, s.q_heads, s.kv_heads, s.head_dim,
                                  nullptr, nullptr, 0.0f, dpos, cos_t.f32(), sin_t.f32(), dslots,
@@ -270,7 +273,7 @@ TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
             const tensor k_got = poisoned(type, num_slots, kv_cols);
             const tensor v_got = poisoned(type, num_slots, kv_cols);
             ASSERT_TRUE(cuda::gemv_rope_supported(element_of(type), m, s.k, s.head_dim, x.data, w.data));
-            cuda::gemv_qkv_rope_cache(element_of(type), cuda::gemv_rope_variant(v), x.data, m, w.data,
+            cuda::gemv_qkv_rope_cache(element_of(type), v, x.data, m, w.data,
                                       with_bias ? bias.data : nullptr, s.k, s.q_heads, s.kv_heads,
                                       s.head_dim, dpos, cos_t.f32(), sin_t.f32(), dslots,
                                       q_got.data, k_got.data, v_got.data, nullptr);

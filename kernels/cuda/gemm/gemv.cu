@@ -409,19 +409,6 @@ int gemv_variant_of_glu(int glu_variant) {
   return same_split;
 }
 
-int gemv_rope_variant(int gemv_variant) {
-  if (gemv_variant < 0 || gemv_variant >= num_variants) return -1;
-  // The GLU table's pair variant with the same unroll and split (else the
-  // first).
-  for (int i = 0; i < num_glu_variants; ++i) {
-    if (glu_variants[i].unroll == variants[gemv_variant].unroll &&
-        glu_variants[i].split == variants[gemv_variant].split) {
-      return i;
-    }
-  }
-  return 0;
-}
-
 bool gemv_rope_supported(element_type t, int64_t m, int64_t k, int64_t head_dim, const void* x,
                          const void* w) {
   return gemv_supported(t, m, k, x, w) && head_dim % 2 == 0 && head_dim > 0;

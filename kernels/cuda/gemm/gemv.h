@@ -59,12 +59,9 @@ void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void*
 // value a row or null; each warp computes a head's rotary pair of rows, adds
 // the bias, rotates q and k heads (cos/sin at positions[i]) and stores q to
 // q_out [m, q_heads * head_dim], k and v to the caches at slot_mapping[i]
-// (-1: skipped): bit for bit gemv() with `gemv_variant`, add_bias and
-// qkv_rope_cache without q/k norms. `variant` indexes the GEMV-GLU table
-// (pairs of rows): gemv_rope_variant maps a GEMV variant to the one of the
-// same unroll and split (the same order of sums). REQUIRES:
-// gemv_rope_supported.
-int gemv_rope_variant(int gemv_variant);
+// (-1: skipped): bit for bit gemv() with gemv_variant_of_glu(variant),
+// add_bias and qkv_rope_cache without q/k norms. `variant` indexes the
+// GEMV-GLU table (pairs of rows). REQUIRES: gemv_rope_supported.
 bool gemv_rope_supported(element_type t, int64_t m, int64_t k, int64_t head_dim, const void* x,
                          const void* w);
 void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, const void* w,
