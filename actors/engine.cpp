@@ -211,6 +211,11 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   const batch_defaults batch = engine_batch_defaults(resolved, cuda, device_bytes, device_name);
   l.max_num_seqs = batch.max_num_seqs;
   l.max_num_batched_tokens = batch.max_num_batched_tokens;
+  l.max_num_seqs_per_request = std::min(
+      config.max_num_seqs_per_request.value_or(std::max<int64_t>(1, l.max_num_seqs / 2)),
+      l.max_num_seqs);
+  l.max_n = config.max_n;
+  l.max_waiting_seqs = config.max_waiting_seqs.value_or(std::max(4 * l.max_num_seqs, l.max_n));
   const int64_t element_bytes =
       cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
   l.kv_bytes_per_block = 2 * model.num_hidden_layers * config.block_size *
@@ -276,7 +281,7 @@ struct engine::impl {
   caf::actor scheduler, block_manager, worker;
   std::atomic<request_id> next_id{1};
   std::mutex mutex;
-  std::unordered_map<request_id, caf::actor> live;  // request actors, for abort
+  std::unordered_map<request_id, caf::actor> live;  // request actors, cut off at shutdown
   std::shared_ptr<request_metrics> metrics;
 };
 
@@ -311,6 +316,9 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                                 : (config.offline ? " (default, offline)" : " (default)"));
   auto runner = load_runner(config, *model, *limits);
   if (!runner) return std::move(runner).take_error();
+  // The KV cache is sized now (on cuda by the memory plan).
+  limits->max_waiting_tokens = config.max_waiting_tokens.value_or(
+      std::max(limits->max_model_len, 4 * (limits->num_blocks - 1) * limits->block_size));
   get_logger("kv")->info(
       "KV cache: {} blocks of {} tokens ({} tokens, {:.2f} GiB); max concurrency at "
       "max_model_len {}: {:.2f}x",
@@ -341,6 +349,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   scheduler_limits sl;
   sl.max_num_batched_tokens = limits->max_num_batched_tokens;
   sl.max_num_seqs = limits->max_num_seqs;
+  sl.max_num_seqs_per_request = limits->max_num_seqs_per_request;
   sl.max_model_len = limits->max_model_len;
   sl.block_size = limits->block_size;
   sl.num_blocks_usable = limits->num_blocks - 1;
@@ -423,6 +432,10 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
     if (s.fork_of_index >= 0 && static_cast<size_t>(s.fork_of_index) < ids.size()) {
       add.fork_of = ids[static_cast<size_t>(s.fork_of_index)];
     }
+    if (s.group_of_index >= 0 && static_cast<size_t>(s.group_of_index) < ids.size()) {
+      add.group = msg.requests[static_cast<size_t>(s.group_of_index)].group;
+      if (add.group == 0) add.group = ids[static_cast<size_t>(s.group_of_index)];
+    }
     msg.requests.push_back(std::move(add));
     ids.push_back(id);
   }
@@ -430,10 +443,9 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
   return ids;
 }
 
-void engine::abort(request_id id) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  auto it = impl_->live.find(id);
-  if (it != impl_->live.end()) caf::anon_send(it->second, abort_request_msg{id});
+void engine::abort(std::vector<request_id> ids) {
+  if (ids.empty()) return;
+  caf::anon_send(impl_->scheduler, abort_request_msg{std::move(ids)});
 }
 
 request_metrics_snapshot engine::metrics() const { return impl_->metrics->snapshot(); }

@@ -32,6 +32,11 @@ struct engine_limits {
   int64_t kv_bytes_per_block = 0;
   int64_t max_num_batched_tokens = 0;
   int64_t max_num_seqs = 0;
+  int64_t max_num_seqs_per_request = 0;  // fair share of running slots
+  // Server admission (engine_config's keys, defaults resolved).
+  int64_t max_n = 0;
+  int64_t max_waiting_seqs = 0;
+  int64_t max_waiting_tokens = 0;  // 0 until the KV cache is sized (cuda)
   std::string backend;  // resolved: "cpu" or "cuda"
 };
 
@@ -91,9 +96,16 @@ class engine {
     // Parallel sampling: the index (in this batch, earlier) of the sibling
     // whose prompt this one shares (-1: none). Same prompt required.
     int fork_of_index = -1;
+    // Fair sharing: the index (in this batch, earlier) of a submission of the
+    // same API request (-1: a request of its own, or its fork leader's).
+    int group_of_index = -1;
   };
   std::vector<request_id> submit_batch(std::vector<submission> batch);
-  void abort(request_id id);
+  // Aborts requests at the scheduler, all in one message (the sequences of
+  // one API request are released in the same step). Unknown or finished ids
+  // are ignored.
+  void abort(std::vector<request_id> ids);
+  void abort(request_id id) { abort(std::vector<request_id>{id}); }
   engine_stats stats();
   // Latency and size distributions of the requests so far (thread-safe).
   request_metrics_snapshot metrics() const;

@@ -30,6 +30,9 @@ struct add_request_msg {
   // prefill this one shares. Its first token is sampled from that request's
   // last prompt logits, then it forks the prompt's KV blocks (copy-on-write).
   request_id fork_of = 0;
+  // The API request this sequence belongs to, for fair sharing (0: its own
+  // id; a fork is in its leader's group).
+  request_id group = 0;
 };
 
 // engine -> scheduler: requests submitted together, admitted in one go (so
@@ -38,9 +41,11 @@ struct add_request_batch {
   std::vector<add_request_msg> requests;
 };
 
-// anyone -> scheduler: stop this request (client gone, stop string hit).
+// engine or request actor -> scheduler: stop these requests (client gone,
+// stop string hit). One message for all the sequences of an API request, so
+// they are released together.
 struct abort_request_msg {
-  request_id id = 0;
+  std::vector<request_id> ids;
 };
 
 // scheduler -> request actor, once per step that produced something for it.
@@ -72,6 +77,9 @@ struct kv_fork {
   request_id parent = 0;
   request_id child = 0;
   std::vector<int32_t> token_ids;  // the child's known tokens
+  // The tokens whose blocks it shares (the prompt): the parent may have
+  // grown since the child was sampled, if the child sat a step out.
+  int64_t num_shared_tokens = 0;
 };
 
 // A waiting request's admission (part of a kv_transaction).
@@ -200,7 +208,8 @@ struct engine_stats {
   int64_t num_steps = 0;
   int64_t num_steps_ahead = 0;  // steps planned while the previous one ran (async scheduling)
   int64_t num_running = 0;
-  int64_t num_waiting = 0;
+  int64_t num_waiting = 0;         // sequences, samples parked with a waiting leader included
+  int64_t num_waiting_tokens = 0;  // prompt tokens those still have to compute
   int64_t num_blocks_total = 0;
   int64_t num_blocks_free = 0;
   int64_t prefix_cache_queries = 0;
@@ -227,7 +236,7 @@ typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, add_request_msg& x) {
   return f(caf::meta::type_name("add_request_msg"), x.id, x.prompt_ids, x.params, x.client,
-           x.fork_of);
+           x.fork_of, x.group);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, add_request_batch& x) {
@@ -235,7 +244,7 @@ typename Inspector::result_type inspect(Inspector& f, add_request_batch& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, abort_request_msg& x) {
-  return f(caf::meta::type_name("abort_request_msg"), x.id);
+  return f(caf::meta::type_name("abort_request_msg"), x.ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_output& x) {
@@ -248,7 +257,7 @@ typename Inspector::result_type inspect(Inspector& f, kv_grow& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_fork& x) {
-  return f(caf::meta::type_name("kv_fork"), x.parent, x.child, x.token_ids);
+  return f(caf::meta::type_name("kv_fork"), x.parent, x.child, x.token_ids, x.num_shared_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fork_child& x) {
@@ -310,7 +319,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.num_requests_finished, x.num_prompt_tokens,
            x.num_generated_tokens, x.num_computed_tokens, x.num_preemptions, x.num_steps,
-           x.num_steps_ahead, x.num_running, x.num_waiting, x.num_blocks_total, x.num_blocks_free,
+           x.num_steps_ahead, x.num_running, x.num_waiting, x.num_waiting_tokens, x.num_blocks_total, x.num_blocks_free,
            x.prefix_cache_queries, x.prefix_cache_hits, x.num_swap_outs, x.num_swapped,
            x.num_cpu_blocks_total, x.num_cpu_blocks_free);
 }

@@ -108,6 +108,15 @@ void check_scheduler_section(const engine_config& c, const model_config* model,
                   std::to_string(max_model_len) + " and enable_chunked_prefill is false");
   }
   check_one_of("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}, out);
+  if (c.max_num_seqs_per_request &&
+      check_at_least_one("max_num_seqs_per_request", *c.max_num_seqs_per_request, out) &&
+      seqs_ok && *c.max_num_seqs_per_request > *c.max_num_seqs) {
+    out.push_back("max_num_seqs_per_request: " + std::to_string(*c.max_num_seqs_per_request) +
+                  " is larger than max_num_seqs " + std::to_string(*c.max_num_seqs));
+  }
+  check_at_least_one("max_n", c.max_n, out);
+  if (c.max_waiting_seqs) check_at_least_one("max_waiting_seqs", *c.max_waiting_seqs, out);
+  if (c.max_waiting_tokens) check_at_least_one("max_waiting_tokens", *c.max_waiting_tokens, out);
 }
 
 void check_execution_section(const engine_config& c, const model_config* model,

@@ -59,6 +59,18 @@ struct engine_config {
   std::optional<int64_t> max_num_batched_tokens;
   bool enable_chunked_prefill = true;
   std::string scheduling_policy = "fcfs";  // fcfs | priority
+  // Fair sharing (actors/scheduler/fair_share.h): the running slots one API
+  // request (its prompts times n) may hold, and the same fraction of a
+  // step's prefill tokens while others want them. Unset: max_num_seqs / 2.
+  std::optional<int64_t> max_num_seqs_per_request;
+  // Admission at the server: the largest n a request may ask for (larger is
+  // a 400), and the waiting sequences / prompt tokens beyond which new
+  // requests get 503 (a request alone larger than either is a 400). Unset:
+  // 4 x max_num_seqs (at least max_n), and 4 x the KV cache's tokens (at
+  // least max_model_len).
+  int64_t max_n = 128;
+  std::optional<int64_t> max_waiting_seqs;
+  std::optional<int64_t> max_waiting_tokens;
 
   // Execution.
   bool enforce_eager = false;

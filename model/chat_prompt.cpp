@@ -4,9 +4,12 @@ namespace troupe {
 
 namespace {
 
-// A message's content: a string, null, or text parts joined with "\n".
+// A message's content: a string, text parts joined with "\n", or null /
+// absent, which templates see as "" (as vLLM renders them: many templates
+// call string methods on every message's content).
 result<value> normalize_content(const value& content, size_t index) {
-  if (content.is_string() || content.is_none() || content.is_undefined()) return content;
+  if (content.is_string()) return content;
+  if (content.is_none() || content.is_undefined()) return value(std::string());
   if (!content.is_array()) {
     return make_error("messages[" + std::to_string(index) +
                       "].content: expected a string or a list of text parts");
@@ -54,6 +57,7 @@ result<value> parse_chat_messages(std::string_view json) {
         copy.set(key, v);
       }
     }
+    if (m.member("content").is_undefined()) copy.set("content", value(std::string()));
     out.push_back(value(std::move(copy)));
     ++index;
   }

@@ -15,6 +15,7 @@ const char* api_error_type(int status) {
     case 413: return "RequestEntityTooLargeError";
     case 422: return "UnprocessableEntityError";
     case 429: return "RateLimitError";
+    case 501: return "NotImplementedError";
     case 503: return "ServiceUnavailableError";
     default: return "InternalServerError";
   }

@@ -1,5 +1,7 @@
 #include "net/generation.h"
 
+#include <map>
+
 #include "common/json_writer.h"
 
 namespace troupe {
@@ -217,12 +219,17 @@ std::string generation::on_output(size_t i, const request_output& out) {
 
 std::string generation::summary() const {
   int64_t prompt = 0, completion = 0;
-  std::string finishes;
+  // Finish reasons as counts, in a fixed order: bounded whatever n is.
+  std::map<std::string, int64_t> counts;
   for (size_t i = 0; i < choices_.size(); ++i) {
     if (ctx_.choice_counts_prompt[i]) prompt += static_cast<int64_t>(ctx_.choice_prompt_ids[i].size());
     completion += static_cast<int64_t>(choices_[i].token_ids.size());
     const char* f = openai_finish_reason(choices_[i].finish);
-    finishes += std::string(finishes.empty() ? "" : ",") + (f != nullptr ? f : "none");
+    ++counts[f != nullptr ? f : "none"];
+  }
+  std::string finishes;
+  for (const auto& [reason, count] : counts) {
+    finishes += (finishes.empty() ? "" : ",") + reason + (count > 1 ? ":" + std::to_string(count) : "");
   }
   return "req=" + ctx_.id + (ctx_.kind == generation_kind::chat ? " chat" : " completion") +
          (ctx_.stream ? " stream" : "") + " n=" + std::to_string(choices_.size()) +

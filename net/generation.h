@@ -55,7 +55,8 @@ class generation {
   const std::string& first_error() const { return first_error_; }
   size_t num_choices() const { return choices_.size(); }
   const std::string& id() const { return ctx_.id; }
-  // One line for the log: "req=<id> chat n=2 prompt=12 completion=40 finish=stop,length".
+  // One line for the log, bounded whatever n is:
+  // "req=<id> chat n=3 prompt=12 completion=40 finish=length:2,stop".
   std::string summary() const;
 
  private:

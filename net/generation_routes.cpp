@@ -23,8 +23,10 @@ std::string new_request_id(const char* prefix) {
 }
 
 api_error too_long(int64_t max_model_len, int64_t prompt_len, int64_t max_tokens) {
+  // Summed unsigned: max_tokens may be near INT64_MAX.
+  const uint64_t requested = static_cast<uint64_t>(prompt_len) + static_cast<uint64_t>(max_tokens);
   return bad_request("This model's maximum context length is " + std::to_string(max_model_len) +
-                     " tokens. However, you requested " + std::to_string(prompt_len + max_tokens) +
+                     " tokens. However, you requested " + std::to_string(requested) +
                      " tokens (" + std::to_string(prompt_len) + " in the messages, " +
                      std::to_string(max_tokens) +
                      " in the completion). Please reduce the length of the messages or completion.");
@@ -57,14 +59,19 @@ std::optional<api_error> api_routes::finish_params(const std::string& model, gen
   }
   int64_t max_tokens = r.max_tokens.value_or(chat ? max_model_len - prompt_len : 16);
   if (max_tokens < 1) return bad_request("max_tokens: must be at least 1, got " + std::to_string(max_tokens), "max_tokens");
-  if (prompt_len + max_tokens > max_model_len) return too_long(max_model_len, prompt_len, max_tokens);
+  if (max_tokens > max_model_len - prompt_len) return too_long(max_model_len, prompt_len, max_tokens);
+  const int64_t max_n = engine_.limits().max_n;
+  if (r.params.n > max_n) {
+    return bad_request("n: " + std::to_string(r.params.n) + " is larger than this server's max_n " +
+                       std::to_string(max_n), "n");
+  }
   r.params.max_tokens = static_cast<int32_t>(max_tokens);
   if (tok_ == nullptr && !r.params.stop.empty()) {
     return bad_request("stop: stop strings need a tokenizer; this model is served without one", "stop");
   }
   const std::string problem = validate_sampling_params(r.params, vocab);
   if (!problem.empty()) return bad_request(problem);
-  return check_admission();
+  return check_admission(prompts, r.params.n);
 }
 
 prepared_generation api_routes::prepare(generation_kind kind, const generation_request& r,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <unordered_map>
 
 namespace troupe {
 
@@ -42,16 +43,24 @@ maybe_error push_token_id(std::string_view key, element x, std::vector<int32_t>&
 }
 
 // Reads optional fields of one JSON object; absent or null leaves the target
-// unchanged.
+// unchanged. A key given twice takes its last value, for every field (as
+// Python's json and so vLLM do).
 class field_reader {
  public:
-  explicit field_reader(object obj) : obj_(obj) {}
+  explicit field_reader(object obj) {
+    for (auto [key, value] : obj) fields_[key] = value;  // later duplicates replace earlier
+  }
 
   bool has(std::string_view key) const {
     element e;
-    return !obj_[key].get(e) && !e.is_null();
+    return get(key, e);
   }
-  bool get(std::string_view key, element& e) const { return !obj_[key].get(e) && !e.is_null(); }
+  bool get(std::string_view key, element& e) const {
+    auto it = fields_.find(key);
+    if (it == fields_.end() || it->second.is_null()) return false;
+    e = it->second;
+    return true;
+  }
 
   maybe_error read_int(std::string_view key, int64_t& out) const {
     element e;
@@ -124,7 +133,7 @@ class field_reader {
   }
 
  private:
-  object obj_;
+  std::unordered_map<std::string_view, element> fields_;  // views into the parsed document
 };
 
 // Parses the body; the document lives in the thread's parser until the next
@@ -167,6 +176,10 @@ maybe_error read_generation(const field_reader& f, generation_request& r) {
                         f.read_bool("return_token_ids", r.return_token_ids),
                         f.read_small_int("prompt_logprobs", p.prompt_logprobs)}) {
     if (e) return e;
+  }
+  if (f.has("prompt_logprobs") && p.prompt_logprobs < 0) {
+    return bad_request("prompt_logprobs: must be a non-negative integer, got " +
+                       std::to_string(p.prompt_logprobs), "prompt_logprobs");
   }
   if (r.stream && p.prompt_logprobs >= 0) {
     return bad_request("prompt_logprobs: not available when stream is true", "prompt_logprobs");
@@ -233,6 +246,11 @@ parse_result<completion_request> parse_completion_request(std::string_view body)
   if (auto e = read_generation(f, r.common)) return *e;
   if (auto e = read_prompt(f, r)) return *e;
   if (auto e = f.read_small_int("logprobs", r.common.params.logprobs)) return *e;
+  // -1 is the engine's "none": asked for explicitly it is an error, as in vLLM.
+  if (f.has("logprobs") && r.common.params.logprobs < 0) {
+    return bad_request("logprobs: must be a non-negative integer, got " +
+                       std::to_string(r.common.params.logprobs), "logprobs");
+  }
   if (auto e = f.read_bool("echo", r.echo)) return *e;
   // Echoed logprobs cover the prompt too: the engine computes them.
   if (r.echo && r.common.params.logprobs >= 0) {
@@ -257,6 +275,10 @@ parse_result<chat_request> parse_chat_request(std::string_view body) {
   if (f.has("max_completion_tokens")) r.common.max_tokens = max_completion_tokens;
   if (auto e = f.read_bool("logprobs", r.logprobs)) return *e;
   if (auto e = f.read_small_int("top_logprobs", r.top_logprobs)) return *e;
+  if (r.top_logprobs < 0) {
+    return bad_request("top_logprobs: must be a non-negative integer, got " +
+                       std::to_string(r.top_logprobs), "top_logprobs");
+  }
   if (auto e = f.read_bool("add_generation_prompt", r.add_generation_prompt)) return *e;
   if (r.top_logprobs > 0 && !r.logprobs) {
     return bad_request("top_logprobs: requires logprobs to be true", "top_logprobs");

@@ -37,6 +37,18 @@ constexpr route known_routes[] = {
 
 }  // namespace
 
+bool constant_time_equals(std::string_view a, std::string_view b) {
+  // Time depends on the lengths only, never on where the bytes differ.
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
+    const auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
 api_routes::api_routes(engine& eng, const engine_config& config)
     : engine_(eng), tok_(eng.get_tokenizer()), served_names_(config.served_model_name),
       model_root_(config.model), api_key_(config.api_key), created_(std::time(nullptr)) {
@@ -55,13 +67,18 @@ route_result api_routes::handle(const http_request_view& req) const {
   for (const route& r : known_routes) {
     if (r.path == path) found = &r;
   }
+  // As vLLM: every /v1/ path needs the key, known or not (no probing for
+  // routes without it).
+  if (!api_key_.empty() && path.substr(0, 4) == "/v1/" &&
+      !constant_time_equals(req.authorization, "Bearer " + api_key_)) {
+    http_reply r =
+        error_reply({401, "Unauthorized: missing or wrong API key (Authorization: Bearer ...)", ""});
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
   if (found == nullptr) return error_reply({404, "Not Found: " + std::string(path), ""});
   if (found->method != req.method) {
     return error_reply({405, "Method Not Allowed: " + std::string(req.method) + " " + std::string(path), ""});
-  }
-  if (!api_key_.empty() && path.substr(0, 4) == "/v1/" &&
-      req.authorization != "Bearer " + api_key_) {
-    return error_reply({401, "Unauthorized: missing or wrong API key (Authorization: Bearer ...)", ""});
   }
   if (req.method == "POST" && !req.content_type.empty() &&
       req.content_type.substr(0, req.content_type.find(';')) != "application/json") {
@@ -105,11 +122,29 @@ std::optional<api_error> api_routes::check_model(const std::string& name) const 
   return api_error{404, "The model `" + name + "` does not exist.", "model"};
 }
 
-std::optional<api_error> api_routes::check_admission() const {
-  const int64_t bound = 4 * engine_.limits().max_num_seqs;
-  if (engine_.stats().num_waiting >= bound) {
-    return api_error{503, "The server is overloaded: " + std::to_string(bound) +
-                              " requests are already waiting; retry later.", ""};
+std::optional<api_error> api_routes::check_admission(
+    const std::vector<std::vector<int32_t>>& prompts, int64_t n) const {
+  const engine_limits& l = engine_.limits();
+  const int64_t seqs = static_cast<int64_t>(prompts.size()) * n;
+  int64_t tokens = 0;  // the samples of a prompt share its tokens
+  for (const std::vector<int32_t>& p : prompts) tokens += static_cast<int64_t>(p.size());
+  if (seqs > l.max_waiting_seqs) {
+    return bad_request("this request asks for " + std::to_string(seqs) + " sequences (" +
+                       std::to_string(prompts.size()) + " prompt(s) x n " + std::to_string(n) +
+                       "), more than the server queues (max_waiting_seqs " +
+                       std::to_string(l.max_waiting_seqs) + ")", "n");
+  }
+  if (tokens > l.max_waiting_tokens) {
+    return bad_request("this request has " + std::to_string(tokens) +
+                       " prompt tokens, more than the server queues (max_waiting_tokens " +
+                       std::to_string(l.max_waiting_tokens) + ")", "prompt");
+  }
+  const engine_stats s = engine_.stats();
+  if (s.num_waiting > 0 && (s.num_waiting + seqs > l.max_waiting_seqs ||
+                            s.num_waiting_tokens + tokens > l.max_waiting_tokens)) {
+    return api_error{503, "The server is overloaded: " + std::to_string(s.num_waiting) +
+                              " sequences (" + std::to_string(s.num_waiting_tokens) +
+                              " prompt tokens) are already waiting; retry later.", ""};
   }
   return std::nullopt;
 }

@@ -33,6 +33,10 @@ struct http_reply {
 
 http_reply error_reply(const api_error& e);
 
+// Whether a equals b, in time that does not depend on where they differ (the
+// API key comparison).
+bool constant_time_equals(std::string_view a, std::string_view b);
+
 struct prepared_choice {
   std::vector<int32_t> prompt_ids;
   sampling_params params;
@@ -69,7 +73,11 @@ class api_routes {
   route_result completions(std::string_view body) const;
   route_result chat(std::string_view body) const;
   std::optional<api_error> check_model(const std::string& name) const;
-  std::optional<api_error> check_admission() const;
+  // Admission counted in sequences (prompts x n) and prompt tokens: a request
+  // larger than the queue bounds is a 400, one that does not fit beside
+  // what waits now a 503.
+  std::optional<api_error> check_admission(const std::vector<std::vector<int32_t>>& prompts,
+                                           int64_t n) const;
   std::optional<api_error> finish_params(const std::string& model, generation_request& r,
                                          const std::vector<std::vector<int32_t>>& prompts,
                                          bool chat) const;

@@ -25,7 +25,7 @@ struct http_server::impl {
       : routes(eng, config),
         shared{eng, routes, ioc_owner, seconds(config.http_read_timeout),
                seconds(config.http_write_timeout)},
-        acceptor(ioc),
+        acceptor(asio::make_strand(ioc)),
         drain_timeout(seconds(config.drain_timeout)),
         num_io_threads(config.num_io_threads > 0 ? static_cast<int>(config.num_io_threads)
                                                  : default_io_threads()),
@@ -36,11 +36,14 @@ struct http_server::impl {
         std::chrono::duration<double>(s));
   }
 
+  // Accepts run on the acceptor's strand, where shutdown closes it too, so
+  // a closed acceptor is never used (no "Bad file descriptor" at shutdown).
   void do_accept() {
+    if (!acceptor.is_open()) return;
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, asio::ip::tcp::socket s) {
+      if (!acceptor.is_open()) return;  // closed for shutdown: nothing to report
       if (ec) {
         if (ec != asio::error::operation_aborted) get_logger("net")->warn("accept failed: {}", ec.message());
-        if (!acceptor.is_open()) return;
       } else {
         if (send_buffer_bytes > 0) {
           beast::error_code ignored;
@@ -130,7 +133,7 @@ int http_server::run() {
     s.stop_cv.wait(lock, [&s] { return s.stop_requested; });
   }
   // Stop accepting; idle connections close, busy ones after their response.
-  asio::post(s.ioc, [&s] {
+  asio::post(s.acceptor.get_executor(), [&s] {
     beast::error_code ec;
     s.acceptor.close(ec);
   });

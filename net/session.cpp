@@ -58,9 +58,7 @@ void http_session::shutdown() {
 }
 
 void http_session::abort_requests() {
-  asio::post(stream_.get_executor(), [self = shared_from_this()] {
-    for (request_id id : self->ids_) self->shared_.eng.abort(id);
-  });
+  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->shared_.eng.abort(self->ids_); });
 }
 
 void http_session::do_read() {
@@ -88,6 +86,28 @@ void http_session::on_read(beast::error_code ec, size_t) {
   handle_request();
 }
 
+namespace {
+
+// The first transfer coding of a Transfer-Encoding value other than chunked
+// ("" when there is none): the body would be that coding's bytes, which this
+// server cannot decode (RFC 9112: 501).
+std::string unsupported_transfer_coding(std::string_view value) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    std::string_view coding = value.substr(0, comma);
+    value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) coding.remove_suffix(1);
+    coding = coding.substr(0, coding.find(';'));  // parameters
+    if (!beast::iequals(beast::string_view(coding.data(), coding.size()), "chunked")) {
+      return std::string(coding);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 void http_session::handle_request() {
   const auto& req = parser_->get();
   keep_alive_ = req.keep_alive();
@@ -95,6 +115,13 @@ void http_session::handle_request() {
     const auto it = req.find(f);
     return it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
   };
+  const std::string coding = unsupported_transfer_coding(header(http::field::transfer_encoding));
+  if (!coding.empty()) {
+    keep_alive_ = false;  // the body was not read as the client meant it
+    return send_reply(error_reply({501, "Transfer-Encoding: '" + coding +
+                                            "' is not supported (only chunked)", ""}),
+                      false);
+  }
   const http_request_view view{
       std::string_view(req.method_string().data(), req.method_string().size()),
       std::string_view(req.target().data(), req.target().size()), header(http::field::authorization),
@@ -114,8 +141,9 @@ void http_session::start_generation(prepared_generation g) {
   for (size_t i = 0; i < g.choices.size(); ++i) {
     auto sink = std::make_shared<session_sink>(weak_from_this(), stream_.get_executor(), shared_.ioc,
                                                gen_seq_, i);
+    // Every choice is one API request for fair sharing (the group of choice 0).
     batch.push_back({std::move(g.choices[i].prompt_ids), g.choices[i].params, std::move(sink),
-                     g.choices[i].fork_of_index});
+                     g.choices[i].fork_of_index, i == 0 ? -1 : 0});
   }
   shared_.num_active.fetch_add(1);
   counted_ = true;
@@ -253,7 +281,7 @@ void http_session::after_response(bool keep_alive) {
 void http_session::close() {
   if (closed_) return;
   closed_ = true;
-  for (request_id id : ids_) shared_.eng.abort(id);
+  shared_.eng.abort(ids_);
   end_generation();
   beast::error_code ec;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);

@@ -116,10 +116,18 @@ bool kv_ledger::grow(request_blocks& r, int64_t num_tokens_after, kv_grant& gran
 void kv_ledger::fork(const kv_fork& item) {
   auto parent = requests_.find(item.parent);
   TROUPE_CHECK_MSG(parent != requests_.end(), "a fork names a parent the block manager does not hold");
-  request_blocks child = parent->second;  // same blocks, shared
+  const request_blocks& p = parent->second;
+  const int64_t shared = item.num_shared_tokens;
+  const auto num_blocks = static_cast<size_t>((shared + block_size_ - 1) / block_size_);
+  TROUPE_CHECK_MSG(num_blocks <= p.blocks.size() && shared <= p.num_computed,
+                   "a fork shares more than its parent has computed");
+  request_blocks child;  // the parent's first blocks, shared
+  child.blocks.assign(p.blocks.begin(), p.blocks.begin() + static_cast<long>(num_blocks));
   for (int32_t b : child.blocks) pool_.share(b);
-  child.cpu_blocks.clear();
   child.tokens = item.token_ids;
+  child.cacheable = p.cacheable;
+  child.num_computed = shared;
+  register_full_blocks(child, shared);  // its hash chain (the blocks are cached already)
   TROUPE_CHECK(requests_.emplace(item.child, std::move(child)).second);
 }
 

@@ -78,15 +78,12 @@ caf::behavior request_actor(caf::event_based_actor* self, request_id id,
   return {
       [self, sink, state, timing, scheduler, id](request_output& output) {
         if (state->has_value() && output.finish != finish_reason::error) {
-          if ((*state)->process(output)) self->send(scheduler, abort_request_msg{id});
+          if ((*state)->process(output)) self->send(scheduler, abort_request_msg{{id}});
         }
         const bool final = output.finish != finish_reason::none;
         timing->record(output);
         sink->on_output(output);
         if (final) self->quit();
-      },
-      [self, scheduler, id](const abort_request_msg&) {
-        self->send(scheduler, abort_request_msg{id});
       },
   };
 }

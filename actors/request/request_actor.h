@@ -2,9 +2,9 @@
 // with the scheduler (naming this actor as the client); the actor receives
 // its request_output messages, detokenizes them incrementally (when the
 // engine has a tokenizer), applies stop strings across delta boundaries, and
-// hands each output to the request's sink; it quits after the final one. An
-// abort_request_msg sent to it is forwarded to the scheduler (client gone);
-// a stop string ends the request here and aborts it at the scheduler. It
+// hands each output to the request's sink; it quits after the final one. A
+// stop string ends the request here and aborts it at the scheduler (a client
+// gone is aborted by the engine at the scheduler directly). It
 // also times the request (first token, inter-token gaps, end to end) into
 // the engine's request_metrics.
 #pragma once

@@ -113,7 +113,8 @@ void maybe_step(self_ptr self) {
 
 void admit(self_ptr self, add_request_msg& msg) {
   std::string problem =
-      self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params, msg.fork_of);
+      self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params, msg.fork_of,
+                                    msg.group);
   if (!problem.empty()) {
     request_output out;
     out.id = msg.id;
@@ -168,7 +169,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
         maybe_step(self);
       },
       [self](const abort_request_msg& msg) {
-        self->state.core->abort_request(msg.id);
+        self->state.core->abort_requests(msg.ids);
         flush_outputs(self);
         maybe_step(self);
       },

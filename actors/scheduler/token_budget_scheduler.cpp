@@ -7,8 +7,25 @@
 
 namespace troupe {
 
+namespace {
+
+fair_share_limits share_limits(const scheduler_limits& l) {
+  fair_share_limits f;
+  f.max_num_seqs = l.max_num_seqs;
+  f.max_num_batched_tokens = l.max_num_batched_tokens;
+  f.max_num_seqs_per_request = l.max_num_seqs_per_request > 0
+                                   ? l.max_num_seqs_per_request
+                                   : std::max<int64_t>(1, l.max_num_seqs / 2);
+  f.enable_chunked_prefill = l.enable_chunked_prefill;
+  f.priority_policy = l.priority_policy;
+  return f;
+}
+
+}  // namespace
+
 token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
     : limits_(limits),
+      fair_(share_limits(limits)),
       seed_rng_(limits.seed),
       num_blocks_free_(limits.num_blocks_usable),
       num_cpu_blocks_free_(limits.num_cpu_blocks) {
@@ -19,7 +36,7 @@ token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
 
 std::string token_budget_scheduler::add_request(request_id id, std::vector<int32_t> prompt_ids,
                                                 const sampling_params& params,
-                                                request_id fork_of) {
+                                                request_id fork_of, request_id group) {
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   if (prompt_len == 0) return "the prompt is empty";
   if (prompt_len > limits_.max_model_len) {
@@ -28,7 +45,8 @@ std::string token_budget_scheduler::add_request(request_id id, std::vector<int32
   }
   // The longest this request can get must fit in the whole cache, or it
   // could only ever be preempted by itself.
-  const int64_t longest = std::min<int64_t>(prompt_len + params.max_tokens, limits_.max_model_len);
+  const int64_t longest =
+      std::min<int64_t>(prompt_len + std::max<int64_t>(params.max_tokens, 0), limits_.max_model_len);
   const int64_t max_blocks = (longest + limits_.block_size - 1) / limits_.block_size;
   if (max_blocks > limits_.num_blocks_usable) {
     return "the request needs up to " + std::to_string(max_blocks) +
@@ -45,38 +63,60 @@ std::string token_budget_scheduler::add_request(request_id id, std::vector<int32
   TROUPE_CHECK(requests_.emplace(id, r).second);
   stats_.num_prompt_tokens += prompt_len;
   auto leader = fork_of != 0 ? requests_.find(fork_of) : requests_.end();
-  if (leader != requests_.end() && leader->second->output_ids.empty() &&
+  r->group = group != 0 ? group : id;
+  // Parked only with a leader not yet admitted: its admission decides how
+  // many samples get slots (a running leader's slots are already counted).
+  if (leader != requests_.end() && leader->second->in_waiting &&
+      leader->second->output_ids.empty() && leader->second->num_computed_tokens == 0 &&
       leader->second->num_cpu_blocks == 0 && leader->second->prompt_ids == r->prompt_ids &&
       leader->second->params.prompt_logprobs < 0 && !leader->second->aborted) {
+    r->group = leader->second->group;
     leader->second->children.push_back(r);  // parked until the leader's prompt is done
     r->parked_in = leader->second;
-    return "";
+    if (!leader->second->prompt_progress) leader->second->prompt_progress = std::make_shared<int64_t>(0);
+    r->prompt_progress = leader->second->prompt_progress;
+  } else {
+    if (leader != requests_.end()) r->group = leader->second->group;
+    push_waiting(r, false);
   }
-  waiting_.push_back(r);
+  fair_.add(r->group);
   return "";
 }
 
-void token_budget_scheduler::abort_request(request_id id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return;
-  const request_ptr r = it->second;
-  // A waiting request is in no step: it can finish now unless a transaction
-  // is open (the block mirror must not change between schedule and commit).
+void token_budget_scheduler::push_waiting(const request_ptr& r, bool front) {
+  r->in_waiting = true;
+  if (front) waiting_.push_front(r); else waiting_.push_back(r);
+}
+
+void token_budget_scheduler::abort_requests(const std::vector<request_id>& ids) {
+  // A request in no step (waiting, or parked with its leader) can finish now
+  // unless a transaction is open (the block mirror must not change between
+  // schedule and commit); others finish when the step is back.
   const bool txn_open = in_flight_ > static_cast<int>(committed_.size());
-  const bool waiting = std::find(waiting_.begin(), waiting_.end(), r) != waiting_.end();
-  if (in_flight_ == 0 || (waiting && !txn_open && r->inflight_tokens == 0)) {
-    finish(r, finish_reason::abort);
-  } else if (!r->aborted) {
-    r->aborted = true;  // finished when the step is back
-    pending_aborts_.push_back(r);
+  std::vector<request_ptr> now;
+  for (request_id id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->aborted) continue;
+    const request_ptr& r = it->second;
+    r->aborted = true;
+    const bool idle = r->in_waiting || !r->parked_in.expired();
+    if (in_flight_ == 0 || (idle && !txn_open && r->inflight_tokens == 0)) {
+      now.push_back(r);
+    } else {
+      pending_aborts_.push_back(r);
+    }
   }
+  for (const request_ptr& r : now) {
+    if (!r->done) finish(r, finish_reason::abort);
+  }
+  sweep_finished();
 }
 
 void token_budget_scheduler::finish_pending_aborts() {
   std::vector<request_ptr> aborts = std::move(pending_aborts_);
   pending_aborts_.clear();
   for (const request_ptr& r : aborts) {
-    if (requests_.count(r->id) != 0) finish(r, finish_reason::abort);
+    if (!r->done) finish(r, finish_reason::abort);
   }
 }
 
@@ -86,6 +126,16 @@ int64_t token_budget_scheduler::blocks_needed(const request_state& r,
   const int64_t blocks = (tokens + limits_.block_size - 1) / limits_.block_size;
   const bool cow = r.may_copy_on_write && r.computed_eff() % limits_.block_size != 0;
   return std::max<int64_t>(0, blocks - static_cast<int64_t>(r.block_ids.size())) + (cow ? 1 : 0);
+}
+
+int64_t token_budget_scheduler::expected_cached(const request_state& r) const {
+  if (!r.prompt_progress || !limits_.enable_prefix_caching || !limits_.enable_chunked_prefill ||
+      r.num_computed_tokens > 0 || r.num_cpu_blocks > 0 || r.params.prompt_logprobs >= 0) {
+    return 0;
+  }
+  // Full blocks only, and never the last token (its logits are needed).
+  const int64_t known = std::min(*r.prompt_progress, r.num_tokens() - 1);
+  return known / limits_.block_size * limits_.block_size;
 }
 
 namespace {
@@ -134,16 +184,24 @@ bool token_budget_scheduler::can_schedule_ahead() const {
     any = true;
   }
   if (any) return true;
-  // Only admissions: worth a transaction when the first waiting one fits.
-  if (waiting_.empty() || budget <= 0 ||
-      static_cast<int64_t>(running_.size()) >= limits_.max_num_seqs) {
-    return false;
+  // Only admissions: worth a transaction when the first one schedule_waiting
+  // would take fits (a group at its share of the slots is skipped there).
+  if (waiting_.empty() || budget <= 0) return false;
+  int64_t slots = 0;
+  std::unordered_map<request_id, int64_t> group_slots;
+  for (const request_ptr& r : running_) {
+    slots += 1 + static_cast<int64_t>(r->children.size());
+    group_slots[r->group] += 1 + static_cast<int64_t>(r->children.size());
   }
-  const request_state& head = *waiting_.front();
-  const int64_t num_new = std::min(head.num_tokens() - head.num_computed_tokens, budget);
-  return limits_.enable_chunked_prefill || num_new == head.num_tokens() - head.num_computed_tokens
-             ? blocks_needed(head, num_new) <= free
-             : false;
+  if (slots >= limits_.max_num_seqs) return false;
+  for (const request_ptr& r : waiting_) {
+    if (r->aborted || fair_.slot_share() - group_slots[r->group] <= 0) continue;
+    const int64_t left = r->num_tokens() - r->num_computed_tokens;
+    const int64_t num_new = std::min(left, budget);
+    if (!limits_.enable_chunked_prefill && num_new < left) return false;
+    return blocks_needed(*r, num_new) <= free;
+  }
+  return false;
 }
 
 kv_transaction token_budget_scheduler::schedule() {
@@ -156,6 +214,10 @@ kv_transaction token_budget_scheduler::schedule() {
   admitting_.clear();
   if (limits_.priority_policy) order_by_priority();
   int64_t budget = limits_.max_num_batched_tokens;
+  fair_.begin_step();
+  count_slots(true);
+  allot_prefill_tokens(budget);
+  apply_forks(txn);
   const bool preempted = schedule_running(txn, budget);
   // As vLLM: a step that had to preempt admits nobody new.
   if (!preempted) schedule_waiting(txn, budget);
@@ -192,13 +254,52 @@ void token_budget_scheduler::order_by_priority() {
   std::stable_sort(waiting_.begin(), waiting_.end(), before);
 }
 
+void token_budget_scheduler::allot_prefill_tokens(int64_t budget) {
+  // What each group would take this step without shares: running prefills in
+  // order (decode tokens come off the budget first), then the waiting
+  // requests the free slots could admit, skipping groups at their slot share.
+  std::vector<std::pair<request_id, int64_t>> demands;
+  int64_t slots = 0;
+  for (const request_ptr& r : running_) {
+    slots += 1 + static_cast<int64_t>(r->children.size());
+    if (ahead_ && !schedulable_ahead(*r)) continue;
+    const int64_t need = r->num_tokens_eff() - r->computed_eff();
+    if (need == 1) --budget;
+    else if (need > 1) demands.emplace_back(r->group, need);
+  }
+  std::unordered_map<request_id, int64_t> seats;
+  for (const request_ptr& r : waiting_) {
+    if (slots >= limits_.max_num_seqs) break;
+    if (r->aborted) continue;
+    auto [it, fresh] = seats.emplace(r->group, fair_.slots_left(r->group));
+    if (it->second <= 0) continue;
+    --it->second;
+    ++slots;
+    demands.emplace_back(r->group, r->num_tokens() - r->num_computed_tokens - expected_cached(*r));
+  }
+  fair_.allot_tokens(demands, std::max<int64_t>(budget, 0));
+}
+
+int64_t token_budget_scheduler::count_slots(bool into_fair_share) {
+  int64_t slots = 0;
+  for (const request_ptr& r : running_) {
+    const int64_t n = 1 + static_cast<int64_t>(r->children.size());
+    slots += n;
+    if (into_fair_share) fair_.use_slots(r->group, n);
+  }
+  return slots;
+}
+
 bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budget) {
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     const request_ptr r = running_[i];
     if (ahead_ && !schedulable_ahead(*r)) continue;
-    const int64_t num_new = std::min(r->num_tokens_eff() - r->computed_eff(), budget);
+    int64_t num_new = std::min(r->num_tokens_eff() - r->computed_eff(), budget);
     TROUPE_CHECK(num_new > 0);
+    // A prefill chunk within the group's token share; a decode token always.
+    if (num_new > 1) num_new = std::min(num_new, fair_.tokens_left(r->group));
+    if (num_new <= 0) continue;
     if (ahead_ && blocks_needed(*r, num_new) > num_blocks_free_) break;  // never preempts
     bool self_preempted = false;
     while (blocks_needed(*r, num_new) > num_blocks_free_) {
@@ -213,23 +314,44 @@ bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budg
     }
     if (self_preempted) break;
     reserve(*r, num_new, txn, budget);
+    fair_.use_tokens(r->group, num_new);
   }
   return preempted;
 }
 
 void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budget) {
-  while (!waiting_.empty() && budget > 0 &&
-         static_cast<int64_t>(running_.size() + admitting_.size()) < limits_.max_num_seqs) {
+  // Arrival order, skipping what cannot go now for a reason of its own
+  // (aborted, its group at its share of slots or tokens); the first request
+  // that does not fit the budget (unchunked) or the free blocks stops the
+  // scan, so that a large request is not overtaken forever.
+  int64_t slots = count_slots(false);
+  std::vector<request_ptr> skipped;
+  while (!waiting_.empty() && budget > 0 && slots < limits_.max_num_seqs) {
     const request_ptr r = waiting_.front();
-    if (r->aborted) break;  // finished when the step in flight returns
-    int64_t num_new = r->num_tokens() - r->num_computed_tokens;
-    if (!limits_.enable_chunked_prefill && num_new > budget) break;
-    num_new = std::min(num_new, budget);
+    const int64_t cached = expected_cached(*r);
+    const int64_t left = r->num_tokens() - r->num_computed_tokens - cached;
+    const int64_t num_new = std::min({left, budget, fair_.tokens_left(r->group)});
+    if (r->aborted || fair_.slots_left(r->group) <= 0 || num_new <= 0) {
+      waiting_.pop_front();  // finished when the step in flight returns, or later
+      skipped.push_back(r);
+      continue;
+    }
+    if (!limits_.enable_chunked_prefill && num_new < left) break;
+    // Its parked samples come along as far as slots allow (one fresh block
+    // each for their first token: copy-on-write or a new block).
+    const int64_t seats = std::min(limits_.max_num_seqs - slots, fair_.slots_left(r->group));
+    const size_t kids = std::min(r->children.size(), static_cast<size_t>(seats - 1));
     // Counted as if nothing were cached: the block manager needs at most this.
-    const int64_t need = blocks_needed(*r, num_new);
+    const int64_t need = blocks_needed(*r, cached + num_new) + static_cast<int64_t>(kids);
     if (need > num_blocks_free_) break;
     waiting_.pop_front();
-    num_blocks_free_ -= need;
+    r->in_waiting = false;
+    unpark_extra_children(*r, kids, skipped);
+    const int64_t seqs = 1 + static_cast<int64_t>(kids);
+    slots += seqs;
+    fair_.use_slots(r->group, seqs);
+    fair_.use_tokens(r->group, num_new);
+    num_blocks_free_ -= need - static_cast<int64_t>(kids);  // the samples' blocks come later
     budget -= num_new;
     r->num_scheduled_tokens = num_new;
     kv_admit item;
@@ -244,6 +366,18 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
     txn.admits.push_back(std::move(item));
     admitting_.push_back(r);
   }
+  waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
+}
+
+void token_budget_scheduler::unpark_extra_children(request_state& leader, size_t keep,
+                                                   std::vector<request_ptr>& out) {
+  for (size_t i = keep; i < leader.children.size(); ++i) {
+    const request_ptr& c = leader.children[i];
+    c->parked_in.reset();
+    c->in_waiting = true;
+    out.push_back(c);
+  }
+  leader.children.resize(std::min(keep, leader.children.size()));
 }
 
 void token_budget_scheduler::reserve(request_state& r, int64_t num_new_tokens,
@@ -253,16 +387,6 @@ void token_budget_scheduler::reserve(request_state& r, int64_t num_new_tokens,
   r.num_new_blocks = static_cast<int32_t>(need);
   num_blocks_free_ -= need;
   budget -= num_new_tokens;
-  if (r.fork_pending) {
-    hold(r.block_ids);  // the leader's prompt blocks, shared from this transaction on
-    txn.forks.push_back({r.leader->id, r.id, {}});
-    txn.forks.back().token_ids = r.prompt_ids;
-    txn.forks.back().token_ids.insert(txn.forks.back().token_ids.end(), r.output_ids.begin(),
-                                      r.output_ids.end());
-    r.fork_pending = false;
-    r.leader.reset();
-    r.num_tokens_sent_to_kv = r.num_tokens();
-  }
   kv_grow grow;
   grow.id = r.id;
   const int64_t known = r.num_tokens();
@@ -331,6 +455,7 @@ void token_budget_scheduler::apply_admissions(const kv_grant& grant) {
     scheduled_.push_back(r);
   }
   // Refused admissions go back to the front, in their order.
+  for (const request_ptr& r : refused) r->in_waiting = true;
   waiting_.insert(waiting_.begin(), refused.begin(), refused.end());
   admitting_.clear();
 }
@@ -342,15 +467,34 @@ void token_budget_scheduler::release_blocks(request_state& r, kv_transaction& tx
   }
 }
 
-void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& txn) {
-  if (victim->fork_pending) {  // its blocks are still only its leader's
-    victim->fork_pending = false;
-    victim->leader.reset();
-    victim->block_ids.clear();
+void token_budget_scheduler::apply_forks(kv_transaction& txn) {
+  // Every sample forked from its leader's logits shares the prompt's blocks
+  // from the next transaction on, whether or not it gets tokens then: its
+  // leader may finish meanwhile, and the ledger applies forks before frees.
+  forked_now_.clear();
+  for (const request_ptr& r : running_) {
+    if (!r->fork_pending || r->done) continue;
+    // Blocks its leader has released meanwhile (it finished) are held again.
+    for (int32_t b : r->block_ids) num_blocks_free_ -= block_holders_.count(b) == 0 ? 1 : 0;
+    hold(r->block_ids);
+    kv_fork f{r->leader->id, r->id, r->prompt_ids, static_cast<int64_t>(r->prompt_ids.size())};
+    f.token_ids.insert(f.token_ids.end(), r->output_ids.begin(), r->output_ids.end());
+    txn.forks.push_back(std::move(f));
+    forked_now_.insert(r->leader->id);
+    forked_now_.insert(r->id);
+    r->fork_pending = false;
+    r->leader.reset();
+    r->num_tokens_sent_to_kv = r->num_tokens();
   }
+}
+
+void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& txn) {
   victim->may_copy_on_write = false;
   const auto held = static_cast<int64_t>(victim->block_ids.size());
-  if (held > 0 && held <= num_cpu_blocks_free_ && victim->num_computed_tokens > 0) {
+  // Not by swap when a fork of this transaction involves it: swap-outs are
+  // applied before forks.
+  if (held > 0 && held <= num_cpu_blocks_free_ && victim->num_computed_tokens > 0 &&
+      forked_now_.count(victim->id) == 0) {
     // Swap out: the KV goes to host memory; the device blocks are free for
     // this very step (the copy runs before the forward pass).
     txn.swap_out_ids.push_back(victim->id);
@@ -367,258 +511,8 @@ void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& 
     pending_drop_.push_back(victim->id);
     victim->known_to_worker = false;
   }
-  waiting_.push_front(victim);
+  push_waiting(victim, true);
   ++stats_.num_preemptions;
-}
-
-step_plan token_budget_scheduler::commit(const kv_grant& grant) {
-  TROUPE_CHECK(in_flight_ > static_cast<int>(committed_.size()));
-  TROUPE_CHECK(grant.grow_block_ids.size() == scheduled_.size());
-  // Grows first (scheduled_ holds the running requests so far), then the
-  // admissions the block manager granted.
-  // grow_index[i]: the grant's entry for scheduled_[i], for the grows kept.
-  const std::vector<size_t> grow_index = apply_grows(grant);
-  apply_admissions(grant);
-  num_blocks_free_ = grant.num_blocks_free;
-  num_cpu_blocks_free_ = grant.num_cpu_blocks_free;
-  stats_.prefix_cache_queries = grant.prefix_cache_queries;
-  stats_.prefix_cache_hits = grant.prefix_cache_hits;
-  step_plan plan;
-  // A step with no request still runs when it carries swap copies.
-  ahead_ = false;
-  if (scheduled_.empty() && grant.swap_out_src.empty() && grant.swap_in_src.empty()) {
-    --in_flight_;
-    if (in_flight_ == 0) finish_pending_aborts();
-    return plan;
-  }
-  plan.step_id = ++step_id_;
-  plan.swap_out_src = grant.swap_out_src;
-  plan.swap_out_dst = grant.swap_out_dst;
-  plan.swap_in_src = grant.swap_in_src;
-  plan.swap_in_dst = grant.swap_in_dst;
-  plan.copy_src = grant.copy_src;
-  plan.copy_dst = grant.copy_dst;
-  plan.finished_ids = std::move(pending_drop_);
-  pending_drop_.clear();
-  for (size_t i = 0; i < scheduled_.size(); ++i) {
-    request_state& r = *scheduled_[i];
-    plan.total_num_scheduled_tokens += r.num_scheduled_tokens;
-    std::vector<fork_child>* forks = nullptr;
-    if (!r.known_to_worker) {
-      TROUPE_CHECK(r.inflight_tokens == 0 && r.placeholders == 0);
-      new_request_data d;
-      d.id = r.id;
-      d.token_ids = r.prompt_ids;
-      d.token_ids.insert(d.token_ids.end(), r.output_ids.begin(), r.output_ids.end());
-      d.num_prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
-      d.params = r.params;
-      d.seed = r.seed;
-      d.block_ids = r.block_ids;
-      d.num_computed_tokens = r.num_computed_tokens;
-      d.num_scheduled_tokens = r.num_scheduled_tokens;
-      d.prompt_logprobs_start = r.prompt_logprobs_next;
-      plan.new_requests.push_back(std::move(d));
-      forks = &plan.new_requests.back().fork_children;
-      r.known_to_worker = true;
-    } else {
-      TROUPE_CHECK(i < grow_index.size());  // a known request here is a grow
-      const size_t g = grow_index[i];
-      cached_request_data d;
-      d.id = r.id;
-      d.new_block_ids = grant.grow_block_ids[g];
-      d.num_scheduled_tokens = r.num_scheduled_tokens;
-      if (grant.grow_cow_index[g] >= 0) {
-        d.replaced_index.push_back(grant.grow_cow_index[g]);
-        d.replaced_block.push_back(grant.grow_cow_block[g]);
-      }
-      plan.cached_requests.push_back(std::move(d));
-      forks = &plan.cached_requests.back().fork_children;
-    }
-    // The step that ends a leader's prompt samples its parked forks too.
-    const bool ends_prompt = r.output_ids.empty() && r.placeholders == 0 &&
-                             r.computed_eff() + r.num_scheduled_tokens == r.num_tokens();
-    if (ends_prompt) {
-      for (const request_ptr& c : r.children) forks->push_back({c->id, c->seed, c->params});
-    }
-  }
-  if (in_flight_ > 1) ++stats_.num_steps_ahead;
-  // The step is in flight: what it computes and samples counts from now on.
-  step_record rec;
-  rec.step_id = plan.step_id;
-  for (const request_ptr& r : scheduled_) {
-    const int64_t tokens = r->num_scheduled_tokens;
-    const bool samples = r->computed_eff() + tokens == r->num_tokens_eff();
-    rec.requests.push_back(r);
-    rec.tokens.push_back(tokens);
-    rec.samples.push_back(samples);
-    r->inflight_tokens += tokens;
-    r->num_scheduled_tokens = 0;
-    if (samples) ++r->placeholders;
-  }
-  scheduled_.clear();
-  committed_.push_back(std::move(rec));
-  return plan;
-}
-
-finish_reason token_budget_scheduler::check_stop(const request_state& r, int32_t token) const {
-  const auto& eos = limits_.eos_token_ids;
-  if (!r.params.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) {
-    return finish_reason::stop;
-  }
-  const auto& stops = r.params.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return finish_reason::stop;
-  if (static_cast<int64_t>(r.output_ids.size()) >= r.params.max_tokens) {
-    return finish_reason::length;
-  }
-  if (r.num_tokens() >= limits_.max_model_len) return finish_reason::length;
-  return finish_reason::none;
-}
-
-void token_budget_scheduler::apply_sample(request_state& r, const sampled_output& out,
-                                          request_output& msg) {
-  if (!out.prompt_logprobs.empty()) {
-    msg.prompt_logprobs = out.prompt_logprobs;
-    r.prompt_logprobs_next += static_cast<int64_t>(out.prompt_logprobs.size());
-  }
-  if (out.token_id < 0) return;
-  r.output_ids.push_back(out.token_id);
-  ++stats_.num_generated_tokens;
-  msg.new_token_ids.push_back(out.token_id);
-  if (r.params.logprobs >= 0) msg.logprobs.push_back(out.logprobs);
-  msg.finish = check_stop(r, out.token_id);
-}
-
-void token_budget_scheduler::update(const step_output& output) {
-  TROUPE_CHECK(!committed_.empty() && output.step_id == committed_.front().step_id);
-  TROUPE_CHECK_MSG(in_flight_ == static_cast<int>(committed_.size()),
-                   "an update while a transaction is open");
-  const step_record rec = std::move(committed_.front());
-  committed_.pop_front();
-  --in_flight_;
-  ++stats_.num_steps;
-  std::unordered_map<request_id, const sampled_output*> by_id;
-  for (const sampled_output& out : output.outputs) by_id[out.id] = &out;
-  for (size_t k = 0; k < rec.requests.size(); ++k) {
-    const request_ptr& r = rec.requests[k];
-    r->inflight_tokens -= rec.tokens[k];
-    if (rec.samples[k]) --r->placeholders;
-    r->num_computed_tokens += rec.tokens[k];
-    stats_.num_computed_tokens += rec.tokens[k];
-    // Finished (its output dropped) or to be finished below.
-    if (r->aborted || r->done) continue;
-    auto it = by_id.find(r->id);
-    TROUPE_CHECK_MSG(it != by_id.end(), "worker returned no output for a scheduled request");
-    request_output msg;
-    msg.id = r->id;
-    msg.num_prompt_tokens = static_cast<int64_t>(r->prompt_ids.size());
-    if (!it->second->fork_samples.empty()) start_forks(*r, *it->second);
-    apply_sample(*r, *it->second, msg);
-    if (msg.finish != finish_reason::none) {
-      finish(r, msg.finish);
-      outputs_.back().new_token_ids = std::move(msg.new_token_ids);
-      outputs_.back().logprobs = std::move(msg.logprobs);
-      outputs_.back().prompt_logprobs = std::move(msg.prompt_logprobs);
-    } else if (!msg.new_token_ids.empty() || !msg.prompt_logprobs.empty()) {
-      outputs_.push_back(std::move(msg));
-    }
-  }
-  // No transaction is open here: aborts can finish (their blocks are freed
-  // by the next transaction, after any step still using them).
-  finish_pending_aborts();
-}
-
-void token_budget_scheduler::start_forks(request_state& leader, const sampled_output& out) {
-  const bool partial_block = leader.prompt_ids.size() % static_cast<size_t>(limits_.block_size) != 0;
-  for (const fork_sample& f : out.fork_samples) {
-    auto it = std::find_if(leader.children.begin(), leader.children.end(),
-                           [&](const request_ptr& c) { return c->id == f.id; });
-    if (it == leader.children.end()) continue;  // aborted meanwhile
-    const request_ptr child = *it;
-    leader.children.erase(it);
-    child->parked_in.reset();
-    // The child's prompt KV is the leader's: it shares those blocks from the
-    // next transaction on (kv_fork), so it starts with the prompt computed.
-    child->num_computed_tokens = static_cast<int64_t>(child->prompt_ids.size());
-    child->block_ids = leader.block_ids;
-    child->fork_pending = true;
-    child->leader = requests_.at(leader.id);
-    child->may_copy_on_write = partial_block;
-    leader.may_copy_on_write = partial_block;
-    running_.push_back(child);
-    request_output msg;
-    msg.id = child->id;
-    msg.num_prompt_tokens = static_cast<int64_t>(child->prompt_ids.size());
-    sampled_output as_own;
-    as_own.id = child->id;
-    as_own.token_id = f.token_id;
-    as_own.logprobs = f.logprobs;
-    apply_sample(*child, as_own, msg);
-    if (msg.finish != finish_reason::none) {
-      finish(child, msg.finish);
-      outputs_.back().new_token_ids = std::move(msg.new_token_ids);
-      outputs_.back().logprobs = std::move(msg.logprobs);
-    } else {
-      outputs_.push_back(std::move(msg));
-    }
-  }
-}
-
-void token_budget_scheduler::unpark_children(request_state& leader) {
-  // A leader that stops before its prompt is done (abort, error) lets its
-  // forks run on their own: they prefill themselves.
-  for (const request_ptr& c : leader.children) {
-    c->parked_in.reset();
-    waiting_.push_back(c);
-  }
-  leader.children.clear();
-}
-
-void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
-                                    std::string error) {
-  r->done = true;
-  unpark_children(*r);
-  if (auto parent = r->parked_in.lock()) {
-    auto& siblings = parent->children;
-    siblings.erase(std::remove(siblings.begin(), siblings.end(), r), siblings.end());
-  }
-  if (r->fork_pending) {  // never forked: the blocks are the leader's alone
-    r->fork_pending = false;
-    r->leader.reset();
-    r->block_ids.clear();
-  }
-  running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
-  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
-  if (!r->block_ids.empty() || r->num_cpu_blocks > 0) {
-    pending_free_.push_back(r->id);
-    num_blocks_free_ += release(r->block_ids);
-    num_cpu_blocks_free_ += r->num_cpu_blocks;
-    r->num_cpu_blocks = 0;
-  }
-  if (r->known_to_worker) pending_drop_.push_back(r->id);
-  requests_.erase(r->id);
-  ++stats_.num_requests_finished;
-  request_output msg;
-  msg.id = r->id;
-  msg.finish = reason;
-  msg.error = std::move(error);
-  msg.num_prompt_tokens = static_cast<int64_t>(r->prompt_ids.size());
-  outputs_.push_back(std::move(msg));
-}
-
-std::vector<request_output> token_budget_scheduler::take_outputs() {
-  std::vector<request_output> out = std::move(outputs_);
-  outputs_.clear();
-  return out;
-}
-
-engine_stats token_budget_scheduler::stats() const {
-  engine_stats s = stats_;
-  s.num_running = static_cast<int64_t>(running_.size());
-  s.num_waiting = static_cast<int64_t>(waiting_.size());
-  s.num_blocks_free = num_blocks_free_;
-  s.num_cpu_blocks_free = num_cpu_blocks_free_;
-  for (const request_ptr& r : waiting_) s.num_swapped += r->num_cpu_blocks > 0;
-  return s;
 }
 
 }  // namespace troupe

@@ -46,15 +46,19 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/messages.h"
+#include "actors/scheduler/fair_share.h"
 
 namespace troupe {
 
 struct scheduler_limits {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_seqs = 256;
+  // Running slots one group (API request) may hold; 0: max_num_seqs / 2.
+  int64_t max_num_seqs_per_request = 0;
   int64_t max_model_len = 4096;
   int64_t block_size = 16;
   int64_t num_blocks_usable = 0;  // excluding the null block
@@ -78,14 +82,24 @@ class token_budget_scheduler {
   // or prefilling request with the same prompt (parallel sampling, n > 1),
   // this request is parked until that one's prompt is computed: its first
   // token is sampled from the same logits, then it shares the prompt's
-  // blocks (copy-on-write for a partly filled last block).
+  // blocks (copy-on-write for a partly filled last block). `group` names the
+  // API request the sequence belongs to (0: its own id; a fork joins its
+  // leader's group).
   std::string add_request(request_id id, std::vector<int32_t> prompt_ids,
-                          const sampling_params& params, request_id fork_of = 0);
+                          const sampling_params& params, request_id fork_of = 0,
+                          request_id group = 0);
 
-  // Finishes a request with finish_reason::abort now, or, while a step is in
+  // Finishes requests with finish_reason::abort now, or, those in a step in
   // flight, when that step returns (so the block mirror never changes between
-  // schedule() and commit()). Unknown ids are ignored.
-  void abort_request(request_id id);
+  // schedule() and commit()). All of them are marked first, so a leader's
+  // parked samples aborted with it never start on their own. Unknown ids
+  // are ignored.
+  void abort_requests(const std::vector<request_id>& ids);
+  void abort_request(request_id id) { abort_requests({id}); }
+
+  // "" when every invariant above holds, else the first one broken (for
+  // tests and debugging; O(requests + blocks)).
+  std::string check_invariants() const;
 
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   // Transactions open or steps committed and not yet updated.
@@ -116,6 +130,7 @@ class token_budget_scheduler {
  private:
   struct request_state {
     request_id id = 0;
+    request_id group = 0;  // the API request it belongs to (fair_share)
     std::vector<int32_t> prompt_ids;
     std::vector<int32_t> output_ids;
     sampling_params params;
@@ -138,6 +153,11 @@ class token_budget_scheduler {
     int64_t inflight_tokens = 0;  // scheduled in steps still in flight
     int64_t placeholders = 0;     // tokens those steps sample (ids not back yet)
     bool done = false;            // finished: later outputs of in-flight steps are dropped
+    bool in_waiting = false;      // in waiting_
+    // Shared by the samples of one prompt (n > 1): how much of the prompt one
+    // of them has computed, so that a sibling admitted later is charged only
+    // what the prefix cache will not hold (expected_cached).
+    std::shared_ptr<int64_t> prompt_progress;
     int64_t num_tokens() const {
       return static_cast<int64_t>(prompt_ids.size() + output_ids.size());
     }
@@ -158,8 +178,22 @@ class token_budget_scheduler {
   bool schedulable_ahead(const request_state& r) const;
 
   int64_t blocks_needed(const request_state& r, int64_t num_new_tokens) const;
+  // Tokens a waiting request will find in the prefix cache because a sibling
+  // sample computed its prompt (0 when unknown); a smaller hit only makes its
+  // first chunk end earlier.
+  int64_t expected_cached(const request_state& r) const;
   bool schedule_running(kv_transaction& txn, int64_t& budget);
   void schedule_waiting(kv_transaction& txn, int64_t& budget);
+  // Shares this step's prefill budget among groups (fair_share::allot_tokens).
+  void allot_prefill_tokens(int64_t budget);
+  // Running slots in use: running sequences and the samples parked with them.
+  int64_t count_slots(bool into_fair_share);
+  // Moves all but the first `keep` parked samples of a leader into `out`
+  // (they will prefill on their own).
+  void unpark_extra_children(request_state& leader, size_t keep, std::vector<request_ptr>& out);
+  void push_waiting(const request_ptr& r, bool front);
+  // Drops finished requests from running_ and waiting_ (finish() marks them).
+  void sweep_finished();
   void reserve(request_state& r, int64_t num_new_tokens, kv_transaction& txn, int64_t& budget);
   void apply_admissions(const kv_grant& grant);
   // Returns, for each grow kept (refused ones sit the step out), its index
@@ -171,6 +205,7 @@ class token_budget_scheduler {
   int64_t release(std::vector<int32_t>& blocks);
   void start_forks(request_state& leader, const sampled_output& out);
   void unpark_children(request_state& leader);
+  void apply_forks(kv_transaction& txn);
   void preempt(const request_ptr& victim, kv_transaction& txn);
   void release_blocks(request_state& r, kv_transaction& txn);
   void finish(const request_ptr& r, finish_reason reason, std::string error = {});
@@ -179,6 +214,7 @@ class token_budget_scheduler {
   void finish_pending_aborts();
 
   scheduler_limits limits_;
+  fair_share fair_;
   std::mt19937_64 seed_rng_;
   std::unordered_map<request_id, request_ptr> requests_;
   std::deque<request_ptr> waiting_;
@@ -187,6 +223,7 @@ class token_budget_scheduler {
   std::vector<request_ptr> admitting_;  // this step's admissions, parallel to txn.admits
   std::vector<request_id> pending_free_;  // blocks to free in the next transaction
   std::vector<request_id> pending_drop_;  // worker must drop these ids
+  std::unordered_set<request_id> forked_now_;  // parents and children of this txn's forks
   std::vector<request_output> outputs_;
   std::vector<request_ptr> pending_aborts_;  // aborted while a step was in flight
   int64_t num_blocks_free_ = 0;

@@ -34,7 +34,10 @@ TEST(scheduler_test, respects_token_budget_and_max_num_seqs) {
   int64_t first_total = 0;
   for (auto [id, n] : first) first_total += n;
   EXPECT_EQ(first_total, 10);  // enough work waits: the budget is filled
-  EXPECT_EQ(first, (std::map<request_id, int64_t>{{1, 3}, {2, 7}}));
+  // Fair shares (each request is a group; a group's share is one slot and
+  // 10 * 1 / 3 = 3 tokens): three requests get 3 tokens each, the token left
+  // goes to the first that wants more.
+  EXPECT_EQ(first, (std::map<request_id, int64_t>{{1, 3}, {2, 4}, {3, 3}}));
   h.run_to_completion();
   for (size_t i = 0; i < prompts.size(); ++i) {
     const result& r = h.results[i + 1];
@@ -48,6 +51,18 @@ TEST(scheduler_test, respects_token_budget_and_max_num_seqs) {
   EXPECT_EQ(s.num_computed_tokens, expected_computed);
   EXPECT_EQ(s.num_preemptions, 0);
   EXPECT_EQ(s.num_steps, h.num_steps);
+  h.drain_and_expect_all_blocks_free();
+}
+
+TEST(scheduler_test, with_shares_as_large_as_the_engine_admission_is_vllms) {
+  scheduler_limits l = small_limits();
+  l.max_num_batched_tokens = 10;
+  l.max_num_seqs = 3;
+  l.max_num_seqs_per_request = 3;  // one request may take everything: no fair shares
+  harness h(l);
+  for (int64_t len : {3, 25, 7}) ASSERT_EQ(h.add(h.ids.size() + 1, len, tokens(2)), "");
+  EXPECT_EQ(h.step(), (std::map<request_id, int64_t>{{1, 3}, {2, 7}}));
+  h.run_to_completion();
   h.drain_and_expect_all_blocks_free();
 }
 

@@ -57,12 +57,14 @@ engine_config parse_ok(const std::vector<std::string>& args) {
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 36u);
+  ASSERT_EQ(keys.size(), 40u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
-  EXPECT_EQ(keys[20], "async_scheduling");
-  EXPECT_EQ(keys[22], "speculative_config");
+  EXPECT_EQ(keys[19], "max_num_seqs_per_request");
+  EXPECT_EQ(keys[22], "max_waiting_tokens");
+  EXPECT_EQ(keys[24], "async_scheduling");
+  EXPECT_EQ(keys[26], "speculative_config");
   EXPECT_EQ(keys.back(), "log_level");
 }
 

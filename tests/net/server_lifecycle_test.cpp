@@ -122,7 +122,7 @@ TEST(server_lifecycle, sigterm_during_streams_finishes_them_and_exits_0) {
 
 TEST(server_lifecycle, full_waiting_queue_is_503_with_retry_after) {
   std::vector<std::string> a = args();
-  a.insert(a.end(), {"--max-num-seqs", "1"});  // the bound is 4 waiting requests
+  a.insert(a.end(), {"--max-num-seqs", "1", "--max-waiting-seqs", "4"});  // 4 waiting sequences
   auto server = std::make_unique<server_process>(a);
   ASSERT_NE(server->port(), 0) << server->log();
   const int port = server->port();
