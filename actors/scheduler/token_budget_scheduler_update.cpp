@@ -270,11 +270,14 @@ engine_stats token_budget_scheduler::stats() const {
   s.num_running = static_cast<int64_t>(running_.size());
   s.num_blocks_free = num_blocks_free_;
   s.num_cpu_blocks_free = num_cpu_blocks_free_;
-  // Waiting sequences include the samples parked with a waiting leader; their
-  // prompt tokens are the leader's.
+  // Waiting sequences include the samples parked with a waiting leader; the
+  // samples of one prompt count its tokens once.
+  std::unordered_set<const int64_t*> prompts_counted;
   for (const request_ptr& r : waiting_) {
     s.num_waiting += 1 + static_cast<int64_t>(r->children.size());
-    s.num_waiting_tokens += r->num_tokens() - r->num_computed_tokens - expected_cached(*r);
+    if (!r->prompt_progress || prompts_counted.insert(r->prompt_progress.get()).second) {
+      s.num_waiting_tokens += r->num_tokens() - r->num_computed_tokens - expected_cached(*r);
+    }
     s.num_swapped += r->num_cpu_blocks > 0;
   }
   return s;

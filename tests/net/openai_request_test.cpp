@@ -8,6 +8,7 @@
 
 #include "net/generation.h"
 #include "net/openai_request.h"
+#include "net/routes.h"
 #include "net/prometheus.h"
 
 namespace troupe {
@@ -264,6 +265,16 @@ TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
   EXPECT_TRUE(has("troupe:kv_cache_usage_perc{" + labels + "} 0.4")) << page;
   EXPECT_TRUE(has("troupe:num_requests_running{" + labels + "} 2")) << page;
   EXPECT_TRUE(has("# TYPE troupe:num_preemptions_total counter")) << page;
+}
+
+TEST(routes, api_keys_compare_whole_and_exact) {
+  EXPECT_TRUE(constant_time_equals("Bearer secret", "Bearer secret"));
+  EXPECT_TRUE(constant_time_equals("", ""));
+  EXPECT_FALSE(constant_time_equals("Bearer secreT", "Bearer secret"));
+  EXPECT_FALSE(constant_time_equals("Bearer secret", "Bearer secret2"));
+  EXPECT_FALSE(constant_time_equals("Bearer secret2", "Bearer secret"));
+  EXPECT_FALSE(constant_time_equals("", "Bearer secret"));
+  EXPECT_FALSE(constant_time_equals(std::string_view("a\0", 2), "a"));
 }
 
 }  // namespace

@@ -34,20 +34,8 @@ std::string expect_error(const http_result& r, int status, const std::string& ty
   return std::string(std::string_view(e["message"]));
 }
 
-class server_errors : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = new server_process(args()); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  int port() const { return server_->port(); }
-  http_result post(const std::string& target, const std::string& body) const {
-    return http_call(port(), "POST", target, body);
-  }
-  static server_process* server_;
-};
-server_process* server_errors::server_ = nullptr;
+std::vector<std::string> suite_args() { return args(); }
+class server_errors : public shared_server_suite<suite_args> {};
 
 TEST_F(server_errors, invalid_json_and_types) {
   ASSERT_NE(port(), 0) << server_->log();

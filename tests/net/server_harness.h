@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -34,6 +36,7 @@ struct http_result {
   std::string body;
   std::string content_type;
   std::string retry_after;
+  std::string www_authenticate;
 };
 
 // One request on a fresh connection; the whole exchange is bounded by
@@ -67,6 +70,7 @@ inline http_result http_call(int port, const std::string& method, const std::str
         out.body = res.body();
         out.content_type = std::string(res[http::field::content_type]);
         out.retry_after = std::string(res[http::field::retry_after]);
+        out.www_authenticate = std::string(res[http::field::www_authenticate]);
       });
     });
   });
@@ -88,6 +92,21 @@ inline std::optional<std::vector<std::string>> sse_events(const std::string& bod
   return events;
 }
 
+// The default model of scripts/run-default.sh (examples/deploy-qwen3-dummy-cpu.yaml):
+// a small Qwen3-shaped model with random weights, the real Qwen3 tokenizer
+// and chat template, on the CPU; paths made absolute.
+inline std::vector<std::string> default_cpu_args(std::vector<std::string> extra = {}) {
+  const std::string root = std::string(TROUPE_TEST_DATA) + "/../..";
+  std::vector<std::string> a{
+      "--model", root + "/examples/models/qwen3-tiny-151k", "--tokenizer",
+      root + "/tests/data/tokenizers/qwen3", "--served-model-name", "qwen3-tiny",
+      "--load-format", "dummy", "--backend", "cpu", "--dtype", "float32", "--seed", "0",
+      "--max-model-len", "4096", "--cpu-kvcache-space", "1", "--max-num-seqs", "64",
+      "--max-num-batched-tokens", "2048"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 // `troupe serve ARGS --host 127.0.0.1 --port P` as a child process.
 class server_process {
  public:
@@ -106,6 +125,7 @@ class server_process {
   server_process& operator=(const server_process&) = delete;
 
   int port() const { return port_; }  // 0: never became healthy
+  pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
   std::string log() const {
     std::FILE* f = std::fopen((log_dir_ / "log").c_str(), "r");
@@ -179,6 +199,23 @@ class server_process {
   pid_t pid_ = -1;
   int port_ = 0;
   int probe_port_ = 0;
+};
+
+// A test suite sharing one server, started with make_args() before its first
+// test and stopped after its last.
+template <std::vector<std::string> (*make_args)()>
+class shared_server_suite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new server_process(make_args()); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  int port() const { return server_->port(); }
+  http_result post(const std::string& target, const std::string& body) const {
+    return http_call(port(), "POST", target, body);
+  }
+  static inline server_process* server_ = nullptr;
 };
 
 // The value of a troupe: series from /metrics: the first sample named
