@@ -79,10 +79,11 @@ class token_budget_scheduler {
 
   // Queues a request; "" on success, else why it can never run (too long for
   // max_model_len or for the whole KV cache). With fork_of naming a waiting
-  // or prefilling request with the same prompt (parallel sampling, n > 1),
-  // this request is parked until that one's prompt is computed: its first
-  // token is sampled from the same logits, then it shares the prompt's
-  // blocks (copy-on-write for a partly filled last block). `group` names the
+  // request (not yet admitted) with the same prompt (parallel sampling,
+  // n > 1), this request is parked with it, admitted with it as far as
+  // slots allow (else unparked), and waits until its prompt is computed:
+  // its first token is sampled from the same logits, then it shares the
+  // prompt's blocks (copy-on-write for a partly filled last block). `group` names the
   // API request the sequence belongs to (0: its own id; a fork joins its
   // leader's group).
   std::string add_request(request_id id, std::vector<int32_t> prompt_ids,

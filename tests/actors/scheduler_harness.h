@@ -118,7 +118,7 @@ struct fake_worker {
     std::vector<request_id> order;
     for (const new_request_data& d : plan.new_requests) {
       held r{d.token_ids, d.num_prompt_tokens, d.seed, d.block_ids, d.num_computed_tokens,
-             d.num_scheduled_tokens};
+             d.num_scheduled_tokens, {}};
       EXPECT_TRUE(requests.emplace(d.id, r).second) << "new request " << d.id << " already held";
       EXPECT_TRUE(first_seed.emplace(d.id, d.seed).first->second == d.seed)
           << "request " << d.id << " came back with another seed";
@@ -364,7 +364,9 @@ class harness {
     if (!limits.enable_prefix_caching && !forks_in_use) {
       EXPECT_EQ(grant.num_blocks_free, sched.num_blocks_free());
     }
-    if (!limits.enable_prefix_caching) EXPECT_LE(sched.num_blocks_free(), grant.num_blocks_free);
+    if (!limits.enable_prefix_caching) {
+      EXPECT_LE(sched.num_blocks_free(), grant.num_blocks_free);
+    }
     const step_plan plan = sched.commit(grant);
     EXPECT_EQ(sched.num_blocks_free(), ledger.pool().num_blocks_free());
     last_plan = plan;

@@ -1,11 +1,18 @@
-# Included from tests/CMakeLists.txt. Builds the libFuzzer target
-# (tests/fuzz/CMakeLists.txt, a project of its own) with clang++ and adds the
-# CTest test fuzz_openai_request, which runs it for TROUPE_FUZZ_SECONDS over a
-# copy of the seed corpus. Without a clang++ whose -fsanitize=fuzzer links
-# (Debian: clang and libclang-rt-14-dev, see scripts/setup.sh) it warns and
-# adds nothing.
-option(TROUPE_BUILD_FUZZ "Build and run the libFuzzer target (needs clang++)" ON)
+# Included from tests/CMakeLists.txt. Builds the libFuzzer targets
+# (tests/fuzz/CMakeLists.txt, a project of its own) with clang++ and adds a
+# CTest test of the same name for each, which runs it for a bounded time over
+# a copy of its seed corpus (run_fuzzer.cmake): fuzz_openai_request
+# (TROUPE_FUZZ_SECONDS, seeds in corpus/, run in fuzz-run/),
+# fuzz_chat_template and fuzz_tokenizer (TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS,
+# TROUPE_FUZZ_TOKENIZER_SECONDS; seeds in corpus_chat_template/ and
+# corpus_tokenizer/, run in fuzz-run-chat_template/ and fuzz-run-tokenizer/).
+# Without a clang++ whose -fsanitize=fuzzer links (Debian: clang and
+# libclang-rt-14-dev, see scripts/setup.sh) it warns and adds nothing.
+option(TROUPE_BUILD_FUZZ "Build and run the libFuzzer targets (needs clang++)" ON)
 set(TROUPE_FUZZ_SECONDS 45 CACHE STRING "How long the fuzz_openai_request test fuzzes")
+set(TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS 30 CACHE STRING
+  "How long the fuzz_chat_template test fuzzes")
+set(TROUPE_FUZZ_TOKENIZER_SECONDS 30 CACHE STRING "How long the fuzz_tokenizer test fuzzes")
 if(NOT TROUPE_BUILD_FUZZ)
   return()
 endif()
@@ -28,33 +35,43 @@ if(TROUPE_FUZZ_CXX AND NOT TROUPE_FUZZ_CXX_WORKS STREQUAL TROUPE_FUZZ_CXX)
 endif()
 
 if(NOT TROUPE_FUZZ_CXX)
-  message(WARNING "troupe: no clang++, so no fuzz_openai_request test (scripts/setup.sh installs clang)")
+  message(WARNING "troupe: no clang++, so no fuzz tests (scripts/setup.sh installs clang)")
   return()
 elseif(NOT TROUPE_FUZZ_CXX_WORKS STREQUAL TROUPE_FUZZ_CXX)
   message(WARNING "troupe: ${TROUPE_FUZZ_CXX} cannot link -fsanitize=fuzzer,address,undefined, so "
-    "no fuzz_openai_request test (scripts/setup.sh installs libclang-rt-14-dev):\n${check_out}")
+    "no fuzz tests (scripts/setup.sh installs libclang-rt-14-dev):\n${check_out}")
   return()
 endif()
-message(STATUS "troupe: fuzz_openai_request built with ${TROUPE_FUZZ_CXX}")
+message(STATUS "troupe: fuzz targets built with ${TROUPE_FUZZ_CXX}")
 
 include(ExternalProject)
 set(fuzz_dir ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
-# CMAKE_BUILD_PARALLEL_LEVEL in the environment limits the inner build's jobs.
-ExternalProject_Add(fuzz_openai_request
+set(fuzzers fuzz_openai_request fuzz_chat_template fuzz_tokenizer)
+list(TRANSFORM fuzzers PREPEND ${fuzz_dir}/ OUTPUT_VARIABLE fuzz_programs)
+# One inner build makes all three. CMAKE_BUILD_PARALLEL_LEVEL in the
+# environment limits its jobs.
+ExternalProject_Add(troupe_fuzzers
   SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}
   BINARY_DIR ${fuzz_dir}
   PREFIX ${CMAKE_CURRENT_BINARY_DIR}/fuzz-ep
   CMAKE_ARGS -DCMAKE_CXX_COMPILER=${TROUPE_FUZZ_CXX}
   INSTALL_COMMAND ""
   BUILD_ALWAYS ON  # the main build cannot see the sources change; the inner build decides
-  BUILD_BYPRODUCTS ${fuzz_dir}/fuzz_openai_request)
+  BUILD_BYPRODUCTS ${fuzz_programs})
 
-add_test(NAME fuzz_openai_request
-  COMMAND ${CMAKE_COMMAND}
-    -DFUZZER=${fuzz_dir}/fuzz_openai_request
-    -DSEEDS=${CMAKE_CURRENT_LIST_DIR}/corpus
-    -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz-run
-    -DSECONDS=${TROUPE_FUZZ_SECONDS}
-    -P ${CMAKE_CURRENT_LIST_DIR}/run_fuzzer.cmake)
-math(EXPR fuzz_timeout "${TROUPE_FUZZ_SECONDS} + 120")
-set_tests_properties(fuzz_openai_request PROPERTIES TIMEOUT ${fuzz_timeout} LABELS fuzz)
+# troupe_fuzz_test(NAME SEEDS WORK_DIR SECONDS): the CTest test NAME.
+function(troupe_fuzz_test name seeds work_dir seconds)
+  add_test(NAME ${name}
+    COMMAND ${CMAKE_COMMAND}
+      -DFUZZER=${fuzz_dir}/${name}
+      -DSEEDS=${CMAKE_CURRENT_LIST_DIR}/${seeds}
+      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/${work_dir}
+      -DSECONDS=${seconds}
+      -P ${CMAKE_CURRENT_LIST_DIR}/run_fuzzer.cmake)
+  math(EXPR timeout "${seconds} + 120")
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS fuzz)
+endfunction()
+troupe_fuzz_test(fuzz_openai_request corpus fuzz-run ${TROUPE_FUZZ_SECONDS})
+troupe_fuzz_test(fuzz_chat_template corpus_chat_template fuzz-run-chat_template
+  ${TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS})
+troupe_fuzz_test(fuzz_tokenizer corpus_tokenizer fuzz-run-tokenizer ${TROUPE_FUZZ_TOKENIZER_SECONDS})
