@@ -15,19 +15,6 @@ fair_share::fair_share(const fair_share_limits& limits) : limits_(limits) {
       1, limits_.max_num_batched_tokens * limits_.max_num_seqs_per_request / limits_.max_num_seqs);
 }
 
-void fair_share::add(request_id group) { ++live_[group]; }
-
-void fair_share::remove(request_id group) {
-  auto it = live_.find(group);
-  TROUPE_CHECK(it != live_.end() && it->second > 0);
-  if (--it->second == 0) live_.erase(it);
-}
-
-int64_t fair_share::num_live_seqs(request_id group) const {
-  auto it = live_.find(group);
-  return it == live_.end() ? 0 : it->second;
-}
-
 void fair_share::begin_step() {
   slots_.clear();
   tokens_.clear();

@@ -18,8 +18,8 @@
 //   (no budget is left unused while some group wants it). A decode token (one per sequence) is never held back:
 //   its slot was granted already. Alone, a group may use the whole budget.
 //
-// Plain class, no CAF: the scheduler actor's thread only. The counts of a
-// step are reset by begin_step(); live groups are counted across steps.
+// Plain class, no CAF: the scheduler actor's thread only. It holds one
+// step's counts, reset by begin_step().
 #pragma once
 
 #include <cstdint>
@@ -47,12 +47,6 @@ class fair_share {
  public:
   explicit fair_share(const fair_share_limits& limits);
 
-  // A sequence of `group` arrives / finishes (every add has one remove).
-  void add(request_id group);
-  void remove(request_id group);
-  int64_t num_live_groups() const { return static_cast<int64_t>(live_.size()); }
-  int64_t num_live_seqs(request_id group) const;
-
   // Per step: forget the last step's use, then count this one's.
   void begin_step();
   // Splits this step's prefill budget among the groups that want tokens:
@@ -78,7 +72,6 @@ class fair_share {
   int64_t token_share_ = 0;
   bool capped_ = false;                             // this step's tokens are allotted
   std::unordered_map<request_id, int64_t> allot_;   // this step: group -> prefill tokens
-  std::unordered_map<request_id, int64_t> live_;    // group -> unfinished sequences
   std::unordered_map<request_id, int64_t> slots_;   // this step
   std::unordered_map<request_id, int64_t> tokens_;  // this step
 };

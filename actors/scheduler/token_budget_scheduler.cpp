@@ -79,7 +79,6 @@ std::string token_budget_scheduler::add_request(request_id id, std::vector<int32
     if (leader != requests_.end()) r->group = leader->second->group;
     push_waiting(r, false);
   }
-  fair_.add(r->group);
   return "";
 }
 
@@ -190,8 +189,8 @@ bool token_budget_scheduler::can_schedule_ahead() const {
   int64_t slots = 0;
   std::unordered_map<request_id, int64_t> group_slots;
   for (const request_ptr& r : running_) {
-    slots += 1 + static_cast<int64_t>(r->children.size());
-    group_slots[r->group] += 1 + static_cast<int64_t>(r->children.size());
+    slots += r->num_slots();
+    group_slots[r->group] += r->num_slots();
   }
   if (slots >= limits_.max_num_seqs) return false;
   for (const request_ptr& r : waiting_) {
@@ -215,8 +214,7 @@ kv_transaction token_budget_scheduler::schedule() {
   if (limits_.priority_policy) order_by_priority();
   int64_t budget = limits_.max_num_batched_tokens;
   fair_.begin_step();
-  count_slots(true);
-  allot_prefill_tokens(budget);
+  allot_prefill_tokens(budget, count_slots(true));
   apply_forks(txn);
   const bool preempted = schedule_running(txn, budget);
   // As vLLM: a step that had to preempt admits nobody new.
@@ -254,14 +252,12 @@ void token_budget_scheduler::order_by_priority() {
   std::stable_sort(waiting_.begin(), waiting_.end(), before);
 }
 
-void token_budget_scheduler::allot_prefill_tokens(int64_t budget) {
+void token_budget_scheduler::allot_prefill_tokens(int64_t budget, int64_t slots) {
   // What each group would take this step without shares: running prefills in
   // order (decode tokens come off the budget first), then the waiting
   // requests the free slots could admit, skipping groups at their slot share.
   std::vector<std::pair<request_id, int64_t>> demands;
-  int64_t slots = 0;
   for (const request_ptr& r : running_) {
-    slots += 1 + static_cast<int64_t>(r->children.size());
     if (ahead_ && !schedulable_ahead(*r)) continue;
     const int64_t need = r->num_tokens_eff() - r->computed_eff();
     if (need == 1) --budget;
@@ -283,9 +279,8 @@ void token_budget_scheduler::allot_prefill_tokens(int64_t budget) {
 int64_t token_budget_scheduler::count_slots(bool into_fair_share) {
   int64_t slots = 0;
   for (const request_ptr& r : running_) {
-    const int64_t n = 1 + static_cast<int64_t>(r->children.size());
-    slots += n;
-    if (into_fair_share) fair_.use_slots(r->group, n);
+    slots += r->num_slots();
+    if (into_fair_share) fair_.use_slots(r->group, r->num_slots());
   }
   return slots;
 }

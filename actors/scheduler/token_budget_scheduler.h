@@ -162,6 +162,8 @@ class token_budget_scheduler {
     int64_t num_tokens() const {
       return static_cast<int64_t>(prompt_ids.size() + output_ids.size());
     }
+    // Running slots it takes: itself and the samples parked with it.
+    int64_t num_slots() const { return 1 + static_cast<int64_t>(children.size()); }
     // Counting what in-flight steps compute and sample.
     int64_t computed_eff() const { return num_computed_tokens + inflight_tokens; }
     int64_t num_tokens_eff() const { return num_tokens() + placeholders; }
@@ -185,8 +187,9 @@ class token_budget_scheduler {
   int64_t expected_cached(const request_state& r) const;
   bool schedule_running(kv_transaction& txn, int64_t& budget);
   void schedule_waiting(kv_transaction& txn, int64_t& budget);
-  // Shares this step's prefill budget among groups (fair_share::allot_tokens).
-  void allot_prefill_tokens(int64_t budget);
+  // Shares this step's prefill budget among groups (fair_share::allot_tokens);
+  // `slots`: the running slots in use (count_slots).
+  void allot_prefill_tokens(int64_t budget, int64_t slots);
   // Running slots in use: running sequences and the samples parked with them.
   int64_t count_slots(bool into_fair_share);
   // Moves all but the first `keep` parked samples of a leader into `out`

@@ -235,7 +235,6 @@ void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
   }
   // Left in running_ / waiting_ (marked done) until sweep_finished: one pass
   // for many finishes, not one each.
-  fair_.remove(r->group);
   if (!r->block_ids.empty() || r->num_cpu_blocks > 0) {
     pending_free_.push_back(r->id);
     num_blocks_free_ += release(r->block_ids);
@@ -274,7 +273,7 @@ engine_stats token_budget_scheduler::stats() const {
   // samples of one prompt count its tokens once.
   std::unordered_set<const int64_t*> prompts_counted;
   for (const request_ptr& r : waiting_) {
-    s.num_waiting += 1 + static_cast<int64_t>(r->children.size());
+    s.num_waiting += r->num_slots();
     if (!r->prompt_progress || prompts_counted.insert(r->prompt_progress.get()).second) {
       s.num_waiting_tokens += r->num_tokens() - r->num_computed_tokens - expected_cached(*r);
     }
@@ -289,9 +288,8 @@ std::string token_budget_scheduler::check_invariants() const {
   std::unordered_map<request_id, int64_t> group_slots;
   for (const request_ptr& r : running_) {
     if (r->done || r->in_waiting) return "a running request is finished or waiting" + id(r);
-    const int64_t n = 1 + static_cast<int64_t>(r->children.size());
-    slots += n;
-    group_slots[r->group] += n;
+    slots += r->num_slots();
+    group_slots[r->group] += r->num_slots();
   }
   if (slots > limits_.max_num_seqs) {
     return "running slots " + std::to_string(slots) + " > max_num_seqs " +

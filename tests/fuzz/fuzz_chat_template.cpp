@@ -31,16 +31,14 @@
 
 #include "model/chat_prompt.h"
 #include "model/chat_template/chat_template.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace troupe {
+
+const char* const fuzz_target_name = "fuzz_chat_template";
+
 namespace {
 
-void require(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "fuzz_chat_template: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
 
 struct fixture {
   std::string name;
@@ -157,11 +155,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& all = troupe::fixtures();
   const troupe::fixture& f = all[(data[0] & 0x0Fu) % all.size()];
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  try {
-    troupe::render(f, body, (data[0] & 0x10u) != 0);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fuzz_chat_template: exception escaped: %s\n", e.what());
-    std::abort();
-  }
+  troupe::guarded([&] { troupe::render(f, body, (data[0] & 0x10u) != 0); });
   return 0;
 }

@@ -13,16 +13,14 @@
 #include "model/chat_prompt.h"
 #include "net/api_error.h"
 #include "net/openai_request.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace troupe {
+
+const char* const fuzz_target_name = "fuzz_openai_request";
+
 namespace {
 
-void require(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "fuzz_openai_request: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
 
 // An error is a 400 with a message, and its envelope can be written.
 template <class T>

@@ -41,16 +41,14 @@
 #include <vector>
 
 #include "model/tokenizer/tokenizer.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace troupe {
+
+const char* const fuzz_target_name = "fuzz_tokenizer";
+
 namespace {
 
-void require(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "fuzz_tokenizer: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
 
 enum class round_trip { none, byte_level, byte_level_nfc, sentencepiece };
 const char* const kRoundTripNames[] = {"none", "byte-level", "byte-level-nfc", "sentencepiece"};
@@ -195,11 +193,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& all = troupe::fixtures();
   const troupe::fixture& f = all[(data[0] & 0x0Fu) % all.size()];
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  try {
-    troupe::run(f, text, (data[0] & 0x10u) != 0, (data[0] & 0x20u) != 0);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fuzz_tokenizer: exception escaped: %s\n", e.what());
-    std::abort();
-  }
+  troupe::guarded([&] { troupe::run(f, text, (data[0] & 0x10u) != 0, (data[0] & 0x20u) != 0); });
   return 0;
 }

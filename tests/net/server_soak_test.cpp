@@ -122,16 +122,17 @@ void one_request(int port, kind k, std::mt19937_64& rng, tally& t) {
                              std::to_string(max_tokens) + pick_stop(rng) +
                              (stream ? R"(,"stream":true)" : "");
   const bool two_prompts = !is_chat && rng() % 3 == 0;
-  std::string target = is_chat || k == chat || k == chat_stream ? "/v1/chat/completions" : "/v1/completions";
-  if (k == chat || k == chat_stream) target = "/v1/chat/completions";
-  if (k == completion || k == completion_stream) target = "/v1/completions";
-  const bool chat_route = target == "/v1/chat/completions";
+  // The kind names the route; disconnects and slow readers take the coin's.
+  const bool chat_route = k == chat || k == chat_stream ||
+                          (is_chat && k != completion && k != completion_stream);
+  const int num_prompts = !chat_route && two_prompts && k != completion_stream ? 2 : 1;
+  std::string target = chat_route ? "/v1/chat/completions" : "/v1/completions";
   std::string body = chat_route
       ? R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Tell me about soak tests )" +
             std::to_string(rng() % 1000) + R"("}],)" + common + "}"
-      : std::string(R"({"prompt":)") + (two_prompts && k != completion_stream ? R"(["Once upon a time","The end"])" : R"("Once upon a time")") +
+      : std::string(R"({"prompt":)") + (num_prompts == 2 ? R"(["Once upon a time","The end"])" : R"("Once upon a time")") +
             "," + common + "}";
-  const size_t choices = static_cast<size_t>(n) * (!chat_route && two_prompts && k != completion_stream ? 2 : 1);
+  const size_t choices = static_cast<size_t>(n * num_prompts);
   raw_options o;
   if (k == disconnect) o.disconnect_after = static_cast<int64_t>(rng() % 3000);
   if (k == slow) o.slow_read_ms = 5 + static_cast<int>(rng() % 20);
