@@ -3,16 +3,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <chrono>
 #include <mutex>
 #include <unordered_map>
 
 #include "actors/block_manager/block_manager_actor.h"
+#include "actors/drafter/drafter_actor.h"
 #include "actors/request/request_actor.h"
 #include "actors/scheduler/scheduler_actor.h"
 #include "actors/worker/worker_actor.h"
 #include "config/logging.h"
+#include "config/speculative_config.h"
 #include "kernels/cpu/cpu_ops.h"
 #ifdef TROUPE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
@@ -77,7 +80,12 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
                                        model.head_dim);
   // The sampler's buffers at their steady-state sizes, so that growing one
   // (which waits for the stream) never happens in the middle of serving.
-  backend->reserve_sampling(model_runner::logits_chunk_rows, limits.max_num_seqs, model.vocab_size);
+  // A step samples one row per sequence, and one more per draft token it
+  // verifies (speculative decoding), within the token budget.
+  const int64_t sampled_rows =
+      std::max(limits.max_num_seqs, std::min(limits.max_num_batched_tokens,
+                                             limits.max_num_seqs * (1 + limits.num_speculative_tokens)));
+  backend->reserve_sampling(model_runner::logits_chunk_rows, sampled_rows, model.vocab_size);
   // The pinned staging of a step's inputs, at the largest step's size (plus
   // the sampler's parameters), so that no page-locked allocation (an
   // implicit synchronisation) happens while serving.
@@ -204,6 +212,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
                                            int64_t device_bytes, const std::string& device_name) {
   engine_limits l;
   l.backend = cuda ? "cuda" : "cpu";
+  l.num_speculative_tokens = speculative_settings_of(config).num_speculative_tokens;
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
   engine_config resolved = config;
@@ -360,7 +369,25 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
   sl.async_scheduling = overlap;
-  p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker);
+  caf::actor drafter;
+  if (const speculative_settings spec = speculative_settings_of(config); spec.enabled()) {
+    ngram_config nc;
+    nc.num_speculative_tokens = spec.num_speculative_tokens;
+    nc.prompt_lookup_min = spec.prompt_lookup_min;
+    nc.prompt_lookup_max = spec.prompt_lookup_max;
+    drafter = p->system->spawn(drafter_actor, nc);
+    sl.num_speculative_tokens = spec.num_speculative_tokens;
+    // TROUPE_SPEC_CONTROL=0: verify every proposed draft (for measuring a
+    // fixed K); else the goodput control chooses (docs/speculative_decoding.md).
+    const char* control = std::getenv("TROUPE_SPEC_CONTROL");
+    sl.spec_adaptive = control == nullptr || std::string(control) != "0";
+    get_logger("engine")->info(
+        "speculative decoding: ngram, num_speculative_tokens {}, prompt_lookup_min {}, "
+        "prompt_lookup_max {}, control {}",
+        nc.num_speculative_tokens, nc.prompt_lookup_min, nc.prompt_lookup_max,
+        sl.spec_adaptive ? "goodput" : "off (every draft verified)");
+  }
+  p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker, drafter);
   return std::unique_ptr<engine>(new engine(std::move(p)));
 }
 

@@ -38,6 +38,7 @@ struct engine_limits {
   int64_t max_waiting_seqs = 0;
   int64_t max_waiting_tokens = 0;  // 0 until the KV cache is sized (cuda)
   std::string backend;  // resolved: "cpu" or "cuda"
+  int64_t num_speculative_tokens = 0;  // speculative_config's K; 0: off
 };
 
 // Computes the limits; fails when the KV cache cannot hold one sequence of

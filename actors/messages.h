@@ -20,35 +20,50 @@ using request_id = uint64_t;
 enum class finish_reason : uint8_t { none, stop, length, abort, error };
 const char* finish_reason_name(finish_reason r);
 
-// client (request actor) -> scheduler: admit this request.
+// One request to admit: an element of add_request_batch (engine ->
+// scheduler; never sent alone). `client` is the request's actor.
 struct add_request_msg {
   request_id id = 0;
   std::vector<int32_t> prompt_ids;
   sampling_params params;
   caf::actor client;  // receives request_output
   // Parallel sampling: the request (same prompt, submitted just before) whose
-  // prefill this one shares. Its first token is sampled from that request's
-  // last prompt logits, then it forks the prompt's KV blocks (copy-on-write).
+  // prefill this one shares, if that request is still waiting (not admitted,
+  // no prompt logprobs): its first token is sampled from that request's last
+  // prompt logits, then it forks the prompt's KV blocks (copy-on-write). Else,
+  // or when admission leaves it no running slot, it prefills on its own, in
+  // that request's group.
   request_id fork_of = 0;
   // The API request this sequence belongs to, for fair sharing (0: its own
   // id; a fork is in its leader's group).
   request_id group = 0;
 };
 
-// engine -> scheduler: requests submitted together, admitted in one go (so
-// an offline batch is scheduled as a batch, whatever the thread timing).
+// engine -> scheduler: requests submitted together (engine::submit_batch;
+// engine::submit sends a batch of one), admitted in one go (so an offline
+// batch is scheduled as a batch, whatever the thread timing). No reply; a
+// request rejected at admission gets one request_output with
+// finish_reason::error.
 struct add_request_batch {
   std::vector<add_request_msg> requests;
 };
 
-// engine or request actor -> scheduler: stop these requests (client gone,
-// stop string hit). One message for all the sequences of an API request, so
-// they are released together.
+// -> scheduler: stop these requests; each one not yet finished finishes with
+// finish_reason::abort (no reply). Senders: the engine (engine::abort: client
+// gone, caller aborts), one message for all the sequences of an API request
+// so they are released together; and a request actor, with its own id, when
+// a stop string ended its output (it has already delivered that output as
+// its final one, finish_reason::stop, and quit). Unknown or finished ids are
+// ignored.
 struct abort_request_msg {
   std::vector<request_id> ids;
 };
 
-// scheduler -> request actor, once per step that produced something for it.
+// scheduler -> request actor: after each step that produced tokens or prompt
+// logprobs for it, and a final one (finish != none), which may carry no
+// tokens (an abort; an error at admission). The request actor fills `text`
+// and `stop_reason`, hands it to its request_sink, and quits after the final
+// one.
 struct request_output {
   request_id id = 0;
   std::vector<int32_t> new_token_ids;
@@ -63,11 +78,24 @@ struct request_output {
   std::string stop_reason;  // the stop string that ended the request, if any
 };
 
+// A request whose last step rejected draft tokens (speculative decoding;
+// part of a kv_transaction, applied first): only its first num_tokens
+// tokens' KV is valid, and its blocks past ceil(num_tokens / block_size)
+// (they held only rejected drafts, never registered in the prefix cache)
+// go back to the pool.
+struct kv_rollback {
+  request_id id = 0;
+  int64_t num_tokens = 0;
+};
+
 // A running request's growth this step (part of a kv_transaction).
 struct kv_grow {
   request_id id = 0;
   std::vector<int32_t> new_token_ids;  // tokens learnt since the last transaction
-  int64_t num_tokens_after = 0;        // tokens computed once this step is done
+  // Tokens computed once this step is done, draft tokens included (their
+  // ids never travel here: the prefix cache registers only blocks of known,
+  // verified tokens).
+  int64_t num_tokens_after = 0;
 };
 
 // A sibling starting to share its leader's prompt blocks (part of a
@@ -92,26 +120,38 @@ struct kv_admit {
   int64_t num_computed_tokens = 0;  // swap_in: tokens its swapped blocks hold
 };
 
-// scheduler -> block manager: one transaction a step. Frees are applied
-// first, then grows (which always fit: the scheduler counts exact needs
-// against the free count of the last grant), then admissions in order, each
-// looking up the prefix cache; the first admission that does not fit and
-// all after it are refused.
+// scheduler -> block manager: one transaction a step (or a request-less one
+// that only returns the blocks of finished requests); the reply is a
+// kv_grant. kv_ledger::apply applies, in this order: rollbacks, swap-outs,
+// forks (before frees, so a leader that has just finished still lends its
+// blocks), frees, grows, then admissions in order (each looks up the prefix
+// cache once; a swap-in instead gets fresh device blocks for its host
+// blocks). Once blocks are shared the scheduler's free count is an estimate:
+// a grow that does not fit is refused (kv_grant::grow_ok 0) with every later
+// grow and every admission, and the first admission that does not fit is
+// refused with all after it. Refused requests sit the step out.
 struct kv_transaction {
-  std::vector<request_id> swap_out_ids;  // preempted by swap: applied first
+  std::vector<kv_rollback> rollbacks;    // rejected drafts: applied first
+  std::vector<request_id> swap_out_ids;  // preempted by swap: after rollbacks, before forks
   std::vector<kv_fork> forks;
   std::vector<request_id> free_ids;
   std::vector<kv_grow> grows;
   std::vector<kv_admit> admits;
 };
 
+// The block manager's answer to one kv_admit (part of a kv_grant).
 struct kv_admit_result {
   bool admitted = false;
-  int64_t num_cached_tokens = 0;  // prefix-cache hit, a multiple of block_size
-  std::vector<int32_t> block_ids;  // hits first, then fresh blocks
+  // Tokens whose KV the blocks already hold: the prefix-cache hit (a
+  // multiple of block_size), or for a swap-in the kv_admit's
+  // num_computed_tokens.
+  int64_t num_cached_tokens = 0;
+  // Hits first, then fresh blocks (a swap-in: fresh blocks only, the first
+  // ones receiving its host blocks).
+  std::vector<int32_t> block_ids;
 };
 
-// block manager -> scheduler.
+// block manager -> scheduler: the reply to a kv_transaction.
 struct kv_grant {
   std::vector<std::vector<int32_t>> grow_block_ids;  // parallel to grows
   // Parallel to grows: 0 when a grow did not fit (the scheduler's free count
@@ -133,7 +173,9 @@ struct kv_grant {
   int64_t num_cpu_blocks_free = 0;
 };
 
-// A sibling to sample from a leader's last prompt logits (parallel sampling).
+// A sibling to sample from a leader's last prompt logits (parallel sampling;
+// part of new_request_data / cached_request_data, on the step that ends the
+// leader's prompt).
 struct fork_child {
   request_id id = 0;
   uint64_t seed = 0;
@@ -162,48 +204,64 @@ struct cached_request_data {
   std::vector<fork_child> fork_children;  // on the step that ends the prompt
   // Copy-on-write replaced this block-table entry: (index, new block id).
   std::vector<int32_t> replaced_index, replaced_block;
+  // Speculative decoding: draft tokens to verify, placed after its last
+  // token (num_scheduled_tokens counts them: 1 + spec_token_ids.size()).
+  std::vector<int32_t> spec_token_ids;
 };
 
-// scheduler -> worker: one step.
+// scheduler -> worker: one step; the reply is its step_output, in plan
+// order. Not sent when a transaction left nothing to run (no request
+// scheduled and no swap copies).
 struct step_plan {
   int64_t step_id = 0;
   std::vector<new_request_data> new_requests;
   std::vector<cached_request_data> cached_requests;
   std::vector<request_id> finished_ids;  // finished, aborted or preempted: drop state
   int64_t total_num_scheduled_tokens = 0;
-  // KV block copies to run before the forward pass, swap-outs first.
+  // KV block copies to run before the forward pass: swap-outs, swap-ins,
+  // then copy-on-write copies.
   std::vector<int32_t> swap_out_src, swap_out_dst;  // device block -> host block
   std::vector<int32_t> swap_in_src, swap_in_dst;    // host block -> device block
   std::vector<int32_t> copy_src, copy_dst;          // device -> device (copy-on-write)
 };
 
+// A fork child's first token, sampled from its leader's last prompt logits
+// with the child's own seed (part of sampled_output).
 struct fork_sample {
   request_id id = 0;
   int32_t token_id = -1;
   token_logprobs logprobs;
 };
 
+// One request's result in a step (part of step_output).
 struct sampled_output {
   request_id id = 0;
-  int32_t token_id = -1;  // -1: nothing sampled (a prefill chunk that is not the last)
-  token_logprobs logprobs;
+  // The tokens this step emits for it: none for a prefill chunk that is not
+  // the last; one for a decode; with k draft tokens verified, the accepted
+  // drafts and then the target model's own next token (1 to k + 1).
+  std::vector<int32_t> token_ids;
+  std::vector<token_logprobs> logprobs;  // parallel to token_ids when asked
+  int32_t num_draft_tokens = 0;          // drafts verified (token_ids.size() - 1 accepted)
   std::vector<token_logprobs> prompt_logprobs;
   std::vector<fork_sample> fork_samples;  // first tokens of fork_children
 };
 
-// worker -> scheduler: the step's results.
+// worker -> scheduler: the step's results, the reply to its step_plan, in
+// plan order (with async scheduling once the next plan has been launched
+// behind it, or on flush).
 struct step_output {
   int64_t step_id = 0;
   std::vector<sampled_output> outputs;
   double execute_seconds = 0;
 };
 
-// scheduler -> whoever asks (get_stats): counters since start.
+// scheduler -> whoever asks (get_stats): counters since start and current
+// sizes (running, waiting, swapped, free blocks).
 struct engine_stats {
   int64_t num_requests_finished = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
-  int64_t num_computed_tokens = 0;  // prompt tokens actually run through the model
+  int64_t num_computed_tokens = 0;  // tokens run through the model (prefix hits excluded)
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_steps_ahead = 0;  // steps planned while the previous one ran (async scheduling)
@@ -218,6 +276,30 @@ struct engine_stats {
   int64_t num_swapped = 0;    // requests swapped out now
   int64_t num_cpu_blocks_total = 0;
   int64_t num_cpu_blocks_free = 0;
+  // Speculative decoding (vLLM's spec_decode counters): verifications (one
+  // per request and step with drafts), draft tokens, accepted ones, and
+  // accepted ones by draft position.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
+};
+
+// scheduler -> drafter: what running requests emitted since the last sync
+// and whose drafts to propose for the next step.
+struct draft_sync {
+  std::vector<request_id> ids;               // requests with tokens to add
+  std::vector<std::vector<int32_t>> tokens;  // parallel: the tokens
+  std::vector<uint8_t> whole;  // parallel: 1: tokens are its whole history (new to the drafter)
+  std::vector<request_id> removed;           // finished, aborted: forget them
+  std::vector<request_id> propose_ids;       // drafts wanted for these
+  std::vector<int32_t> propose_limits;       // parallel: at most this many tokens
+};
+
+// drafter -> scheduler: the reply to a draft_sync (only non-empty proposals).
+struct draft_proposals {
+  std::vector<request_id> ids;
+  std::vector<std::vector<int32_t>> tokens;
 };
 
 template <class Inspector>
@@ -252,6 +334,10 @@ typename Inspector::result_type inspect(Inspector& f, request_output& x) {
            x.prompt_logprobs, x.finish, x.error, x.num_prompt_tokens, x.text, x.stop_reason);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_rollback& x) {
+  return f(caf::meta::type_name("kv_rollback"), x.id, x.num_tokens);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_grow& x) {
   return f(caf::meta::type_name("kv_grow"), x.id, x.new_token_ids, x.num_tokens_after);
 }
@@ -274,7 +360,7 @@ typename Inspector::result_type inspect(Inspector& f, kv_admit& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_transaction& x) {
-  return f(caf::meta::type_name("kv_transaction"), x.swap_out_ids, x.forks, x.free_ids, x.grows,
+  return f(caf::meta::type_name("kv_transaction"), x.rollbacks, x.swap_out_ids, x.forks, x.free_ids, x.grows,
            x.admits);
 }
 template <class Inspector>
@@ -298,7 +384,8 @@ typename Inspector::result_type inspect(Inspector& f, new_request_data& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cached_request_data& x) {
   return f(caf::meta::type_name("cached_request_data"), x.id, x.new_block_ids,
-           x.num_scheduled_tokens, x.fork_children, x.replaced_index, x.replaced_block);
+           x.num_scheduled_tokens, x.fork_children, x.replaced_index, x.replaced_block,
+           x.spec_token_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
@@ -308,8 +395,8 @@ typename Inspector::result_type inspect(Inspector& f, step_plan& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampled_output& x) {
-  return f(caf::meta::type_name("sampled_output"), x.id, x.token_id, x.logprobs,
-           x.prompt_logprobs, x.fork_samples);
+  return f(caf::meta::type_name("sampled_output"), x.id, x.token_ids, x.logprobs,
+           x.num_draft_tokens, x.prompt_logprobs, x.fork_samples);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_output& x) {
@@ -321,7 +408,17 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.num_generated_tokens, x.num_computed_tokens, x.num_preemptions, x.num_steps,
            x.num_steps_ahead, x.num_running, x.num_waiting, x.num_waiting_tokens, x.num_blocks_total, x.num_blocks_free,
            x.prefix_cache_queries, x.prefix_cache_hits, x.num_swap_outs, x.num_swapped,
-           x.num_cpu_blocks_total, x.num_cpu_blocks_free);
+           x.num_cpu_blocks_total, x.num_cpu_blocks_free, x.spec_num_drafts,
+           x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, draft_sync& x) {
+  return f(caf::meta::type_name("draft_sync"), x.ids, x.tokens, x.whole, x.removed,
+           x.propose_ids, x.propose_limits);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, draft_proposals& x) {
+  return f(caf::meta::type_name("draft_proposals"), x.ids, x.tokens);
 }
 
 }  // namespace troupe
@@ -333,6 +430,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::add_request_msg))
 CAF_ADD_TYPE_ID(troupe, (troupe::add_request_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::abort_request_msg))
 CAF_ADD_TYPE_ID(troupe, (troupe::request_output))
+CAF_ADD_TYPE_ID(troupe, (troupe::kv_rollback))
 CAF_ADD_TYPE_ID(troupe, (troupe::kv_grow))
 CAF_ADD_TYPE_ID(troupe, (troupe::kv_fork))
 CAF_ADD_TYPE_ID(troupe, (troupe::fork_child))
@@ -347,9 +445,13 @@ CAF_ADD_TYPE_ID(troupe, (troupe::step_plan))
 CAF_ADD_TYPE_ID(troupe, (troupe::sampled_output))
 CAF_ADD_TYPE_ID(troupe, (troupe::step_output))
 CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats))
+CAF_ADD_TYPE_ID(troupe, (troupe::draft_sync))
+CAF_ADD_TYPE_ID(troupe, (troupe::draft_proposals))
+// Atoms: get_stats (anyone -> scheduler; reply engine_stats); log_stats
+// (scheduler -> itself, every 5 s); step (scheduler -> itself: a retry after a transaction scheduled nothing);
+// flush (scheduler -> worker: finish the launched steps and answer them).
 CAF_ADD_ATOM(troupe, troupe::atoms, get_stats, "get_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, log_stats, "log_stats")
-CAF_ADD_ATOM(troupe, troupe::atoms, shutdown, "shutdown")
 CAF_ADD_ATOM(troupe, troupe::atoms, step, "step")
 CAF_ADD_ATOM(troupe, troupe::atoms, flush, "flush")
 CAF_END_TYPE_ID_BLOCK(troupe)

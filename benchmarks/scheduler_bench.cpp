@@ -87,7 +87,7 @@ class engine_loop {
     sampled_output s;
     s.id = id;
     if (p.num_computed_tokens == p.num_tokens) {
-      s.token_id = 1000 + static_cast<int32_t>((id * 31 + static_cast<uint64_t>(p.num_tokens)) % 20000);
+      s.token_ids = {1000 + static_cast<int32_t>((id * 31 + static_cast<uint64_t>(p.num_tokens)) % 20000)};
       ++p.num_tokens;
     }
     output_.outputs.push_back(std::move(s));

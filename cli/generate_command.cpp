@@ -179,16 +179,29 @@ int run_generate(const std::vector<std::string>& args) {
   const double hit_rate = stats.prefix_cache_queries > 0
                               ? double(stats.prefix_cache_hits) / double(stats.prefix_cache_queries)
                               : 0.0;
+  const bool spec = (*eng)->limits().num_speculative_tokens > 0;
   eng->reset();
+  std::string spec_fields;
+  if (spec) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf),
+                  " spec_draft_tokens=%lld spec_accepted_tokens=%lld spec_acceptance_rate=%.4f",
+                  static_cast<long long>(stats.spec_num_draft_tokens),
+                  static_cast<long long>(stats.spec_num_accepted_tokens),
+                  stats.spec_num_draft_tokens > 0 ? double(stats.spec_num_accepted_tokens) /
+                                                        double(stats.spec_num_draft_tokens)
+                                                  : 0.0);
+    spec_fields = buf;
+  }
   std::fprintf(stderr,
                "stats: requests=%lld prompt_tokens=%lld generated_tokens=%lld preemptions=%lld "
-               "prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld elapsed_s=%.3f\n",
+               "prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld%s elapsed_s=%.3f\n",
                static_cast<long long>(stats.num_requests_finished),
                static_cast<long long>(stats.num_prompt_tokens),
                static_cast<long long>(stats.num_generated_tokens),
                static_cast<long long>(stats.num_preemptions), hit_rate,
                static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_steps_ahead),
-               elapsed);
+               spec_fields.c_str(), elapsed);
   return status;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "config/config_loader.h"
+#include "config/speculative_config.h"
 
 namespace troupe {
 namespace {
@@ -132,9 +133,7 @@ void check_execution_section(const engine_config& c, const model_config* model,
       out.push_back("tensor_parallel_size: tensor parallelism is not supported yet (use 1)");
     }
   }
-  if (!c.speculative_config.empty()) {
-    out.push_back("speculative_config: speculative decoding is not supported yet");
-  }
+  parse_speculative_config(c.speculative_config, out);
 }
 
 void check_lora_section(const engine_config& c, problem_list& out) {

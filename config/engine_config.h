@@ -78,7 +78,8 @@ struct engine_config {
   // logits are); false: lockstep.
   bool async_scheduling = true;
   int64_t tensor_parallel_size = 1;
-  // speculative_config as written (a mapping of scalars), empty when unset.
+  // speculative_config as written (a mapping of scalars), empty when unset;
+  // its typed, validated view: config/speculative_config.h.
   std::map<std::string, std::string> speculative_config;
 
   // LoRA.

@@ -90,6 +90,20 @@ std::string render_prometheus(const std::string& model_name, const engine_stats&
              std::string(",finished_reason=\"") + finish_reason_name(reason) + "\"",
              std::to_string(r.finished[static_cast<size_t>(reason)]));
   }
+  if (!s.spec_accepted_per_pos.empty()) {  // speculative decoding is on (vLLM's names)
+    p.counter("spec_decode_num_drafts_total", "Number of spec decoding drafts.", s.spec_num_drafts);
+    p.counter("spec_decode_num_draft_tokens_total", "Number of draft tokens.",
+              s.spec_num_draft_tokens);
+    p.counter("spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
+              s.spec_num_accepted_tokens);
+    p.header("spec_decode_num_accepted_tokens_per_pos_total", "counter",
+             "Accepted tokens per draft position.");
+    for (size_t pos = 0; pos < s.spec_accepted_per_pos.size(); ++pos) {
+      p.sample("spec_decode_num_accepted_tokens_per_pos_total",
+               ",position=\"" + std::to_string(pos) + "\"",
+               std::to_string(s.spec_accepted_per_pos[pos]));
+    }
+  }
   p.hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
          r.time_to_first_token);
   p.hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",

@@ -185,8 +185,24 @@ kv_admit_result kv_ledger::admit(const kv_admit& item) {
   return result;
 }
 
+void kv_ledger::rollback(const kv_rollback& item) {
+  auto it = requests_.find(item.id);
+  TROUPE_CHECK_MSG(it != requests_.end(), "a rollback names a request the block manager does not hold");
+  request_blocks& r = it->second;
+  TROUPE_CHECK_MSG(item.num_tokens <= r.num_computed, "a rollback past what was computed");
+  r.num_computed = item.num_tokens;
+  const auto keep = static_cast<size_t>((item.num_tokens + block_size_ - 1) / block_size_);
+  // Registered blocks hold known (verified) tokens only, all before the
+  // rollback point.
+  TROUPE_CHECK(static_cast<size_t>(r.num_hashed_blocks) <= keep);
+  if (r.blocks.size() <= keep) return;
+  pool_.free(std::vector<int32_t>(r.blocks.begin() + static_cast<long>(keep), r.blocks.end()));
+  r.blocks.resize(keep);
+}
+
 kv_grant kv_ledger::apply(const kv_transaction& txn) {
   kv_grant grant;
+  for (const kv_rollback& rb : txn.rollbacks) rollback(rb);
   for (request_id id : txn.swap_out_ids) swap_out(id, grant);
   for (const kv_fork& f : txn.forks) fork(f);
   for (request_id id : txn.free_ids) free_request(id);

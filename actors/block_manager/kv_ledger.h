@@ -1,6 +1,7 @@
 // kv_ledger: which blocks each request holds, over a block_pool of device
 // blocks and (with swap_space) a block_pool of host blocks, and the prefix
 // cache's bookkeeping. Applies the scheduler's one transaction a step:
+// rollbacks (blocks that held only rejected draft tokens go back),
 // swap-outs (device blocks -> fresh host blocks, device blocks freed), frees,
 // grows of running requests, then admissions (each looking up the prefix
 // cache once; a swapped request gets device blocks back for its host ones),
@@ -56,6 +57,8 @@ class kv_ledger {
   };
 
   void free_request(request_id id);
+  // Rejected drafts: the KV past item.num_tokens is invalid; blocks past it go.
+  void rollback(const kv_rollback& item);
   // false when it does not fit (nothing changed then).
   bool grow(request_blocks& r, int64_t num_tokens_after, kv_grant& grant);
   void fork(const kv_fork& item);

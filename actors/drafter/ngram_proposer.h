@@ -12,8 +12,7 @@
 // the end of its latest occurrence, updated in O(prompt_lookup_max^2) per
 // appended token, so a proposal never rescans the history.
 //
-// Plain class, no CAF: the drafter actor's thread only (not yet wired into
-// the engine: issue 20).
+// Plain class, no CAF: the drafter actor's (actors/drafter/drafter_actor.h).
 #pragma once
 
 #include <cstdint>

@@ -18,17 +18,30 @@ class text_state {
         stops_(setup.params.stop, setup.params.include_stop_str_in_output) {}
 
   // Adds the output's text; true when a stop string ended the request.
+  // Tokens are taken one at a time (a step may emit several: accepted
+  // drafts), so a stop string ends the output at the token that completes
+  // it; the tokens after it (and their logprobs) are dropped.
   bool process(request_output& out) {
     const bool final = out.finish != finish_reason::none;
-    std::string delta = detok_.append(out.new_token_ids);
-    if (final) delta += detok_.flush();
-    out.text = stops_.feed(delta);
+    out.text.clear();
+    for (size_t i = 0; i < out.new_token_ids.size(); ++i) {
+      out.text += stops_.feed(detok_.append({out.new_token_ids[i]}));
+      if (stops_.stopped()) {
+        out.new_token_ids.resize(i + 1);
+        if (out.logprobs.size() > i + 1) out.logprobs.resize(i + 1);
+        out.finish = finish_reason::stop;
+        out.stop_reason = stops_.matched();
+        return true;
+      }
+    }
+    if (!final) return false;
+    out.text += stops_.feed(detok_.flush());
     if (stops_.stopped()) {
       out.finish = finish_reason::stop;
       out.stop_reason = stops_.matched();
       return true;
     }
-    if (final) out.text += stops_.flush();
+    out.text += stops_.flush();
     return false;
   }
 

@@ -47,10 +47,27 @@ void release_worker(self_ptr self) {
   self->send(self->state.worker, atoms::flush_v);
 }
 
+// The drafter learns what the last steps emitted and proposes drafts for
+// the next; scheduling waits for its answer.
+void sync_drafter(self_ptr self) {
+  scheduler_state& st = self->state;
+  st.drafting = true;
+  self->request(st.drafter, caf::infinite, st.core->take_draft_sync())
+      .then([self](const draft_proposals& proposals) {
+        self->state.drafting = false;
+        self->state.core->set_drafts(proposals);
+        maybe_step(self);
+      });
+}
+
 void maybe_step(self_ptr self) {
   scheduler_state& st = self->state;
   token_budget_scheduler& core = *st.core;
-  if (st.txn_open) return;
+  if (st.txn_open || st.drafting) return;
+  if (st.drafter && core.wants_draft_sync()) {
+    sync_drafter(self);
+    return;
+  }
   if (core.steps_in_flight() > 1) return;  // the older one's output comes first
   if (core.steps_in_flight() == 1) {
     // Plan the next step now if it needs nothing from the running one;
@@ -137,16 +154,27 @@ void log_stats(self_ptr self) {
                             ? 100.0 * double(now.num_blocks_total - now.num_blocks_free) /
                                   double(now.num_blocks_total)
                             : 0.0;
+    std::string spec;
+    if (const int64_t drafts = now.spec_num_drafts - before.spec_num_drafts; drafts > 0) {
+      // vLLM's SpecDecoding line: acceptance over the interval, and the mean
+      // tokens a verification emits (accepted drafts + the target's token).
+      const auto draft_tokens = double(now.spec_num_draft_tokens - before.spec_num_draft_tokens);
+      const auto accepted = double(now.spec_num_accepted_tokens - before.spec_num_accepted_tokens);
+      spec = fmt::format(", spec decode: draft acceptance rate: {:.1f}%, mean acceptance length: {:.2f}",
+                         draft_tokens > 0 ? 100.0 * accepted / draft_tokens : 0.0,
+                         1.0 + accepted / double(drafts));
+    }
     get_logger("sched")->info(
         "prompt throughput: {:.1f} tokens/s, generation throughput: {:.1f} tokens/s, "
         "running: {} reqs, waiting: {} reqs, KV cache usage: {:.1f}%, preemptions: {}, "
-        "prefix cache hit rate: {:.1f}%",
+        "prefix cache hit rate: {:.1f}%{}",
         double(now.num_computed_tokens - before.num_computed_tokens) / dt,
         double(now.num_generated_tokens - before.num_generated_tokens) / dt, now.num_running,
         now.num_waiting, used, now.num_preemptions,
         now.prefix_cache_queries > 0
             ? 100.0 * double(now.prefix_cache_hits) / double(now.prefix_cache_queries)
-            : 0.0);
+            : 0.0,
+        spec);
   }
   self->state.last_logged = now;
   self->state.last_log_time = t;
@@ -157,10 +185,11 @@ void log_stats(self_ptr self) {
 
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
                               scheduler_limits limits, caf::actor block_manager,
-                              caf::actor worker) {
+                              caf::actor worker, caf::actor drafter) {
   self->state.core = std::make_unique<token_budget_scheduler>(limits);
   self->state.block_manager = std::move(block_manager);
   self->state.worker = std::move(worker);
+  self->state.drafter = std::move(drafter);
   self->state.last_log_time = std::chrono::steady_clock::now();
   self->delayed_send(self, log_interval, atoms::log_stats_v);
   return {

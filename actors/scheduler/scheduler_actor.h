@@ -5,7 +5,9 @@
 // runs (token_budget_scheduler::can_schedule_ahead); when it cannot be, the
 // worker is told to finish the step it holds (flush). A step's output that
 // arrives while a transaction is open waits for the commit (updates never
-// interleave with a transaction). Also answers get_stats and prints vLLM's
+// interleave with a transaction). With speculative decoding, the drafter
+// learns each step's tokens (draft_sync) and its proposals arrive before
+// the next step is scheduled. Also answers get_stats and prints vLLM's
 // periodic throughput line.
 #pragma once
 
@@ -24,6 +26,8 @@ struct scheduler_state {
   std::unique_ptr<token_budget_scheduler> core;
   caf::actor block_manager;
   caf::actor worker;
+  caf::actor drafter;  // speculative decoding; null when off
+  bool drafting = false;  // a draft_sync awaits its proposals
   std::unordered_map<request_id, caf::actor> clients;
   engine_stats last_logged;
   int empty_steps = 0;  // consecutive transactions that scheduled nothing
@@ -36,6 +40,6 @@ struct scheduler_state {
 
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
                               scheduler_limits limits, caf::actor block_manager,
-                              caf::actor worker);
+                              caf::actor worker, caf::actor drafter);
 
 }  // namespace troupe

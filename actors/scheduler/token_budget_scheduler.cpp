@@ -147,6 +147,9 @@ bool penalized(const sampling_params& p) {
 
 bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
   if (r.aborted || r.done || r.num_tokens_eff() <= r.computed_eff()) return false;
+  // Verifying drafts: its accepted count is not known yet. A drafter match:
+  // it waits for its tokens to verify drafts next.
+  if (r.spec_inflight || (limits_.num_speculative_tokens > 0 && r.wants_spec)) return false;
   if (r.placeholders > 0) {
     // Its next input is the in-flight step's token: not when that token may
     // end it (max_tokens, max_model_len), nor when its sampler needs it.
@@ -207,6 +210,8 @@ kv_transaction token_budget_scheduler::schedule() {
   ahead_ = in_flight_ > 0;
   TROUPE_CHECK(!ahead_ || can_schedule_ahead());
   kv_transaction txn;
+  txn.rollbacks = std::move(pending_rollbacks_);
+  pending_rollbacks_.clear();
   txn.free_ids = std::move(pending_free_);
   pending_free_.clear();
   scheduled_.clear();
@@ -216,6 +221,7 @@ kv_transaction token_budget_scheduler::schedule() {
   fair_.begin_step();
   allot_prefill_tokens(budget, count_slots(true));
   apply_forks(txn);
+  choose_spec_tokens();
   const bool preempted = schedule_running(txn, budget);
   // As vLLM: a step that had to preempt admits nobody new.
   if (!preempted) schedule_waiting(txn, budget);
@@ -290,11 +296,18 @@ bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budg
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     const request_ptr r = running_[i];
     if (ahead_ && !schedulable_ahead(*r)) continue;
-    int64_t num_new = std::min(r->num_tokens_eff() - r->computed_eff(), budget);
+    const int64_t need = r->num_tokens_eff() - r->computed_eff();
+    int64_t num_new = std::min(need, budget);
     TROUPE_CHECK(num_new > 0);
     // A prefill chunk within the group's token share; a decode token always.
     if (num_new > 1) num_new = std::min(num_new, fair_.tokens_left(r->group));
     if (num_new <= 0) continue;
+    // Draft tokens to verify after a decode token; never at the cost of a
+    // preemption.
+    int64_t spec = need == 1 ? spec_tokens_for(*r, budget) : 0;
+    if (spec > 0 && blocks_needed(*r, 1 + spec) > num_blocks_free_) spec = 0;
+    num_new += spec;
+    r->num_spec_tokens = spec;
     if (ahead_ && blocks_needed(*r, num_new) > num_blocks_free_) break;  // never preempts
     bool self_preempted = false;
     while (blocks_needed(*r, num_new) > num_blocks_free_) {
@@ -408,6 +421,7 @@ std::vector<size_t> token_budget_scheduler::apply_grows(const kv_grant& grant) {
       // The block manager had fewer free blocks than estimated: this request
       // sits the step out, keeping what it has.
       r->num_scheduled_tokens = 0;
+      r->num_spec_tokens = 0;
       continue;
     }
     if (grant.grow_cow_index[i] >= 0) {

@@ -40,6 +40,7 @@
 // CAF: the scheduler actor's thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -51,6 +52,7 @@
 
 #include "actors/messages.h"
 #include "actors/scheduler/fair_share.h"
+#include "actors/scheduler/spec_control.h"
 
 namespace troupe {
 
@@ -71,6 +73,11 @@ struct scheduler_limits {
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring none
   bool async_scheduling = false;  // plan a step while the previous one runs
+  // Speculative decoding: the most draft tokens a request verifies in a step
+  // (0: off). Drafts come from the drafter (set_drafts); spec_control picks
+  // how many of them each step verifies (spec_adaptive false: all of them).
+  int32_t num_speculative_tokens = 0;
+  bool spec_adaptive = true;
 };
 
 class token_budget_scheduler {
@@ -128,6 +135,20 @@ class token_budget_scheduler {
   engine_stats stats() const;
   int64_t num_blocks_free() const { return num_blocks_free_; }
 
+  // Speculative decoding (actors/scheduler/token_budget_scheduler_spec.cpp).
+  // Whether the drafter has news: tokens emitted or requests finished since
+  // the last take_draft_sync (always false with speculation off).
+  bool wants_draft_sync() const { return draft_news_; }
+  // What the drafter must learn, and whose drafts to propose: running
+  // requests whose next step can verify drafts (every token known, none in
+  // flight), each limited by max_tokens and max_model_len.
+  draft_sync take_draft_sync();
+  // Proposals for the requests' current histories; a request that has
+  // emitted tokens since (a stale proposal) ignores its own.
+  void set_drafts(const draft_proposals& proposals);
+  // The goodput control's model (docs/speculative_decoding.md).
+  const spec_control& control() const { return control_; }
+
  private:
   struct request_state {
     request_id id = 0;
@@ -159,6 +180,17 @@ class token_budget_scheduler {
     // of them has computed, so that a sibling admitted later is charged only
     // what the prefix cache will not hold (expected_cached).
     std::shared_ptr<int64_t> prompt_progress;
+    // Speculative decoding: the drafter's proposal for the history of
+    // drafts_for tokens; this step's share of it (num_spec_tokens drafts).
+    std::vector<int32_t> drafts;
+    int64_t drafts_for = -1;
+    int64_t num_spec_tokens = 0;
+    bool spec_inflight = false;        // a step in flight verifies its drafts
+    int64_t num_tokens_drafted = -1;   // tokens the drafter holds (-1: unknown to it)
+    // The drafter found a match for its history (its next step should wait
+    // for its tokens and verify drafts rather than be planned ahead).
+    bool wants_spec = false;
+    int64_t spec_declined_step = -1;   // step id when the control last gave it none
     int64_t num_tokens() const {
       return static_cast<int64_t>(prompt_ids.size() + output_ids.size());
     }
@@ -176,6 +208,8 @@ class token_budget_scheduler {
     std::vector<request_ptr> requests;
     std::vector<int64_t> tokens;
     std::vector<bool> samples;
+    std::vector<int64_t> drafts;  // draft tokens verified
+    std::chrono::steady_clock::time_point committed;
   };
   // Whether r can be planned ahead of the in-flight step (and how many tokens).
   bool schedulable_ahead(const request_state& r) const;
@@ -216,6 +250,13 @@ class token_budget_scheduler {
   finish_reason check_stop(const request_state& r, int32_t token) const;
   void apply_sample(request_state& r, const sampled_output& out, request_output& msg);
   void finish_pending_aborts();
+  // The draft tokens r can verify in this step (0: none), from the control's
+  // choice and the budget left.
+  int64_t spec_tokens_for(const request_state& r, int64_t budget) const;
+  // Decides this step's draft counts (control_.choose) before running requests are scheduled.
+  void choose_spec_tokens();
+  // After a verification: the rejected drafts' positions are given back.
+  void apply_spec_result(request_state& r, int64_t num_drafts, int64_t num_accepted);
 
   scheduler_limits limits_;
   fair_share fair_;
@@ -230,6 +271,12 @@ class token_budget_scheduler {
   std::unordered_set<request_id> forked_now_;  // parents and children of this txn's forks
   std::vector<request_output> outputs_;
   std::vector<request_ptr> pending_aborts_;  // aborted while a step was in flight
+  std::vector<kv_rollback> pending_rollbacks_;  // rejected drafts, for the next transaction
+  std::vector<request_id> drafter_removed_;     // finished requests the drafter holds
+  bool draft_news_ = false;
+  std::chrono::steady_clock::time_point last_update_;  // for the step cost (control_)
+  spec_control control_;
+  std::unordered_map<request_id, int64_t> spec_choice_;  // this step: drafts per request
   int64_t num_blocks_free_ = 0;
   int64_t num_cpu_blocks_free_ = 0;
   std::unordered_map<int32_t, int32_t> block_holders_;  // block -> requests holding it

@@ -46,7 +46,7 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
     plan.total_num_scheduled_tokens += r.num_scheduled_tokens;
     std::vector<fork_child>* forks = nullptr;
     if (!r.known_to_worker) {
-      TROUPE_CHECK(r.inflight_tokens == 0 && r.placeholders == 0);
+      TROUPE_CHECK(r.inflight_tokens == 0 && r.placeholders == 0 && r.num_spec_tokens == 0);
       new_request_data d;
       d.id = r.id;
       d.token_ids = r.prompt_ids;
@@ -68,6 +68,7 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
       d.id = r.id;
       d.new_block_ids = grant.grow_block_ids[g];
       d.num_scheduled_tokens = r.num_scheduled_tokens;
+      d.spec_token_ids.assign(r.drafts.begin(), r.drafts.begin() + r.num_spec_tokens);
       if (grant.grow_cow_index[g] >= 0) {
         d.replaced_index.push_back(grant.grow_cow_index[g]);
         d.replaced_block.push_back(grant.grow_cow_block[g]);
@@ -86,15 +87,24 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
   // The step is in flight: what it computes and samples counts from now on.
   step_record rec;
   rec.step_id = plan.step_id;
+  rec.committed = std::chrono::steady_clock::now();
   for (const request_ptr& r : scheduled_) {
     const int64_t tokens = r->num_scheduled_tokens;
-    const bool samples = r->computed_eff() + tokens == r->num_tokens_eff();
+    const int64_t drafts = r->num_spec_tokens;
+    const bool samples = r->computed_eff() + tokens - drafts == r->num_tokens_eff();
     rec.requests.push_back(r);
     rec.tokens.push_back(tokens);
     rec.samples.push_back(samples);
+    rec.drafts.push_back(drafts);
     r->inflight_tokens += tokens;
     r->num_scheduled_tokens = 0;
     if (samples) ++r->placeholders;
+    if (drafts > 0) {
+      r->spec_inflight = true;
+      r->drafts.clear();
+      r->drafts_for = -1;
+      r->num_spec_tokens = 0;
+    }
   }
   scheduled_.clear();
   committed_.push_back(std::move(rec));
@@ -121,12 +131,16 @@ void token_budget_scheduler::apply_sample(request_state& r, const sampled_output
     msg.prompt_logprobs = out.prompt_logprobs;
     r.prompt_logprobs_next += static_cast<int64_t>(out.prompt_logprobs.size());
   }
-  if (out.token_id < 0) return;
-  r.output_ids.push_back(out.token_id);
-  ++stats_.num_generated_tokens;
-  msg.new_token_ids.push_back(out.token_id);
-  if (r.params.logprobs >= 0) msg.logprobs.push_back(out.logprobs);
-  msg.finish = check_stop(r, out.token_id);
+  // Several tokens when drafts were accepted: each is checked as if it came
+  // alone, and the first that ends the request discards the rest.
+  for (size_t i = 0; i < out.token_ids.size() && msg.finish == finish_reason::none; ++i) {
+    const int32_t token = out.token_ids[i];
+    r.output_ids.push_back(token);
+    ++stats_.num_generated_tokens;
+    msg.new_token_ids.push_back(token);
+    if (r.params.logprobs >= 0 && i < out.logprobs.size()) msg.logprobs.push_back(out.logprobs[i]);
+    msg.finish = check_stop(r, token);
+  }
 }
 
 void token_budget_scheduler::update(const step_output& output) {
@@ -139,12 +153,33 @@ void token_budget_scheduler::update(const step_output& output) {
   ++stats_.num_steps;
   std::unordered_map<request_id, const sampled_output*> by_id;
   for (const sampled_output& out : output.outputs) by_id[out.id] = &out;
+  const auto now = std::chrono::steady_clock::now();
+  int64_t step_tokens = 0, step_drafts = 0;
+  for (size_t k = 0; k < rec.requests.size(); ++k) {
+    step_tokens += rec.tokens[k];
+    step_drafts += rec.drafts[k];
+  }
+  // The step's cost: from its commit, or from the previous output when it
+  // was queued behind that step (async scheduling).
+  control_.observe_step(step_tokens, step_drafts > 0,
+                        std::chrono::duration<double>(now - std::max(rec.committed, last_update_)).count());
+  last_update_ = now;
+  if (limits_.num_speculative_tokens > 0) draft_news_ = true;
   for (size_t k = 0; k < rec.requests.size(); ++k) {
     const request_ptr& r = rec.requests[k];
     r->inflight_tokens -= rec.tokens[k];
     if (rec.samples[k]) --r->placeholders;
     r->num_computed_tokens += rec.tokens[k];
     stats_.num_computed_tokens += rec.tokens[k];
+    if (rec.drafts[k] > 0) {
+      r->spec_inflight = false;
+      auto out = by_id.find(r->id);
+      if (out != by_id.end() && !r->aborted && !r->done) {
+        TROUPE_CHECK(!out->second->token_ids.empty());
+        apply_spec_result(*r, rec.drafts[k],
+                          static_cast<int64_t>(out->second->token_ids.size()) - 1);
+      }
+    }
     if (r->prompt_progress) {
       *r->prompt_progress = std::max(*r->prompt_progress,
                                      std::min<int64_t>(r->num_computed_tokens, r->prompt_ids.size()));
@@ -196,8 +231,8 @@ void token_budget_scheduler::start_forks(request_state& leader, const sampled_ou
     msg.num_prompt_tokens = static_cast<int64_t>(child->prompt_ids.size());
     sampled_output as_own;
     as_own.id = child->id;
-    as_own.token_id = f.token_id;
-    as_own.logprobs = f.logprobs;
+    as_own.token_ids = {f.token_id};
+    as_own.logprobs = {f.logprobs};
     apply_sample(*child, as_own, msg);
     if (msg.finish != finish_reason::none) {
       finish(child, msg.finish);
@@ -242,6 +277,11 @@ void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
     r->num_cpu_blocks = 0;
   }
   if (r->known_to_worker) pending_drop_.push_back(r->id);
+  if (r->num_tokens_drafted >= 0) {
+    drafter_removed_.push_back(r->id);
+    draft_news_ = true;
+  }
+  control_.forget(r->id);
   requests_.erase(r->id);
   ++stats_.num_requests_finished;
   request_output msg;

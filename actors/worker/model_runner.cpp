@@ -73,6 +73,8 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   logit_rows_dev_ = ops_->alloc_ints(t);
   logits_ = ops_->alloc(dtype::f32, logits_chunk_rows, cfg.vocab_size);
   logits_host_.resize(static_cast<size_t>(logits_.numel()));
+  const char* accept_all = std::getenv("TROUPE_DEBUG_SPEC_ACCEPT_ALL");
+  debug_accept_all_ = accept_all != nullptr && std::strcmp(accept_all, "1") == 0;
 }
 
 void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& order) {
@@ -101,6 +103,9 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     r.block_ids.insert(r.block_ids.end(), d.new_block_ids.begin(), d.new_block_ids.end());
     r.num_scheduled_tokens = d.num_scheduled_tokens;
     r.fork_children = d.fork_children;
+    r.drafts = d.spec_token_ids;
+    TROUPE_CHECK_MSG(r.drafts.empty() || r.pending_tokens == 0,
+                     "draft tokens for a request whose last token is not back");
     order.push_back(d.id);
   }
 }
@@ -117,8 +122,13 @@ void model_runner::add_logit_rows(const request_state& r, size_t index, int32_t 
       batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(p - begin), target});
     }
   }
-  if (end == static_cast<int64_t>(r.token_ids.size()) + r.pending_tokens) {
-    batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(end - 1 - begin), -1});
+  const auto k = static_cast<int64_t>(r.drafts.size());
+  if (end == static_cast<int64_t>(r.token_ids.size()) + r.pending_tokens + k) {
+    // One sample after the last token, and one after each draft token.
+    for (int64_t j = 0; j <= k; ++j) {
+      batch.logit_rows.push_back({index, first_row + static_cast<int32_t>(end - 1 - k + j - begin),
+                                  -1, static_cast<int32_t>(j)});
+    }
   }
 }
 
@@ -133,10 +143,13 @@ void model_runner::build_batch(const std::vector<request_id>& order, host_batch&
     const int32_t first_row = static_cast<int32_t>(batch.token_ids.size());
     const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
     const auto known = static_cast<int64_t>(r.token_ids.size());
-    TROUPE_CHECK(end <= known + r.pending_tokens);
+    const auto num_drafts = static_cast<int64_t>(r.drafts.size());
+    TROUPE_CHECK(end <= known + r.pending_tokens + num_drafts);
     TROUPE_CHECK(end <= static_cast<int64_t>(r.block_ids.size()) * limits_.block_size);
     for (int64_t p = r.num_computed_tokens; p < end; ++p) {
-      if (p >= known) {
+      if (p >= known && num_drafts > 0) {
+        batch.token_ids.push_back(r.drafts[static_cast<size_t>(p - known)]);
+      } else if (p >= known) {
         // A placeholder: the previous launched step samples this token; the
         // device copies it into this row before the forward pass.
         TROUPE_CHECK_MSG(p == known && r.pending_tokens == 1 && r.last_sample_index >= 0,
@@ -210,15 +223,24 @@ forward_inputs model_runner::upload(const host_batch& batch) {
   return in;
 }
 
-sampler_row model_runner::next_token_row(const request_state& r) const {
+sampler_row model_runner::next_token_row(const request_state& r, int32_t spec_index,
+                                         std::vector<int32_t>* history) const {
   const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
   sampler_row s = sampler_row_for(r.params, r.seed);
-  // Output index of the token drawn now (tokens still being sampled count).
-  s.step = static_cast<uint64_t>(num_outputs + r.pending_tokens);
+  // Output index of the token drawn now (tokens still being sampled count,
+  // and the drafts before it): a draft's position is sampled exactly as it
+  // would be without speculation.
+  s.step = static_cast<uint64_t>(num_outputs + r.pending_tokens + spec_index);
   s.prompt_ids = r.token_ids.data();
   s.num_prompt_ids = r.num_prompt_tokens;
   s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
   s.num_output_ids = num_outputs;
+  if (spec_index > 0 && history != nullptr) {  // the penalties count the drafts before it
+    history->assign(s.output_ids, s.output_ids + num_outputs);
+    history->insert(history->end(), r.drafts.begin(), r.drafts.begin() + spec_index);
+    s.output_ids = history->data();
+    s.num_output_ids = static_cast<int64_t>(history->size());
+  }
   return s;
 }
 
@@ -261,6 +283,7 @@ bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int
   // per fork child sharing its parent's row.
   const auto first = static_cast<int64_t>(step.jobs.size());
   std::vector<ops::sample_job> jobs;
+  std::deque<std::vector<int32_t>> histories;  // read during sample_async
   for (int64_t i = 0; i < n; ++i) {
     const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
     request_state& r = requests_.at(step.order[row.batch_index]);
@@ -273,7 +296,8 @@ bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int
       step.jobs.push_back({job_ref::prompt_logprob, row.batch_index, 0, true});
       continue;
     }
-    job.row = next_token_row(r);
+    histories.emplace_back();
+    job.row = next_token_row(r, row.spec_index, &histories.back());
     // Penalties count the output so far: none may still be in flight.
     const bool penalized = r.params.presence_penalty != 0.0f ||
                            r.params.frequency_penalty != 0.0f ||
@@ -304,9 +328,10 @@ void model_runner::handle_row(request_state& r, const logit_row& row, const floa
     out.prompt_logprobs.push_back(logprobs_of(logits, vocab, target, r.params.prompt_logprobs));
     return;
   }
-  sample_result sampled = sample_row(logits, vocab, next_token_row(r));
-  out.token_id = sampled.token_id;
-  out.logprobs = std::move(sampled.logprobs);
+  std::vector<int32_t> history;
+  sample_result sampled = sample_row(logits, vocab, next_token_row(r, row.spec_index, &history));
+  out.token_ids.push_back(sampled.token_id);
+  if (r.params.logprobs >= 0) out.logprobs.push_back(std::move(sampled.logprobs));
   if (!r.fork_children.empty()) sample_forks(r, logits, out);
 }
 
@@ -461,6 +486,28 @@ model_runner::~model_runner() {
       t.steps, t.busy_seconds, t.idle_seconds, span > 0 ? 100.0 * t.idle_seconds / span : 0.0, span);
 }
 
+void model_runner::accept_drafts(request_state* r, const std::vector<int32_t>& drafts,
+                                 sampled_output& out) {
+  const size_t k = drafts.size();
+  TROUPE_CHECK(out.token_ids.size() == k + 1);
+  size_t accepted = 0;
+  // Sampling each position as without speculation and keeping a draft only
+  // where the sample equals it is rejection sampling for a point-mass
+  // proposal: draft x is kept with probability p(x); otherwise the sample
+  // is distributed as p without x, renormalised. Greedy is the same rule.
+  while (accepted < k && (debug_accept_all_ || out.token_ids[accepted] == drafts[accepted])) {
+    out.token_ids[accepted] = drafts[accepted];
+    ++accepted;
+  }
+  out.token_ids.resize(accepted + 1);
+  if (out.logprobs.size() > accepted + 1) out.logprobs.resize(accepted + 1);
+  out.num_draft_tokens = static_cast<int32_t>(k);
+  if (r == nullptr) return;
+  r->num_computed_tokens -= static_cast<int64_t>(k - accepted);
+  const int64_t keep = (r->num_computed_tokens + limits_.block_size - 1) / limits_.block_size;
+  if (static_cast<int64_t>(r->block_ids.size()) > keep) r->block_ids.resize(static_cast<size_t>(keep));
+}
+
 step_output model_runner::execute(const step_plan& plan) {
   launch(plan);
   return finish();
@@ -478,6 +525,7 @@ void model_runner::launch(const step_plan& plan) {
   step.out.outputs.resize(step.order.size());
   for (size_t i = 0; i < step.order.size(); ++i) step.out.outputs[i].id = step.order[i];
   step.samples.assign(step.order.size(), false);
+  step.drafts.resize(step.order.size());
   if (!step.order.empty()) {
     host_batch batch;
     build_batch(step.order, batch);
@@ -503,6 +551,8 @@ void model_runner::launch(const step_plan& plan) {
     r.num_computed_tokens += r.num_scheduled_tokens;
     r.num_scheduled_tokens = 0;
     if (step.samples[i]) ++r.pending_tokens;
+    step.drafts[i] = std::move(r.drafts);
+    r.drafts.clear();
   }
   ops_->step_launched(step.seq);
   launched_.push_back(std::move(step));
@@ -523,8 +573,8 @@ step_output model_runner::finish() {
       switch (ref.kind) {
         case job_ref::prompt_logprob: o.prompt_logprobs.push_back(std::move(lp)); break;
         case job_ref::next_token:
-          o.token_id = results[k].token_id;
-          o.logprobs = std::move(lp);
+          o.token_ids.push_back(results[k].token_id);
+          if (ref.wants_logprobs) o.logprobs.push_back(std::move(lp));
           break;
         case job_ref::fork: o.fork_samples.push_back({ref.child, results[k].token_id, std::move(lp)}); break;
       }
@@ -534,10 +584,13 @@ step_output model_runner::finish() {
   for (size_t i = 0; i < step.order.size(); ++i) {
     if (!step.samples[i]) continue;
     auto it = requests_.find(step.order[i]);
-    if (it == requests_.end()) continue;
-    TROUPE_CHECK(step.out.outputs[i].token_id >= 0 && it->second.pending_tokens > 0);
-    it->second.token_ids.push_back(step.out.outputs[i].token_id);
-    --it->second.pending_tokens;
+    sampled_output& o = step.out.outputs[i];
+    request_state* r = it == requests_.end() ? nullptr : &it->second;
+    if (!step.drafts[i].empty()) accept_drafts(r, step.drafts[i], o);
+    if (r == nullptr) continue;
+    TROUPE_CHECK(!o.token_ids.empty() && r->pending_tokens > 0);
+    r->token_ids.insert(r->token_ids.end(), o.token_ids.begin(), o.token_ids.end());
+    --r->pending_tokens;
   }
   step.out.execute_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - step.start).count();

@@ -82,6 +82,9 @@ class model_runner {
   std::string tuning_report() const { return ops_->tuning_report(); }
 
   size_t num_requests() const { return requests_.size(); }
+  // For tests: the paged KV cache (K and V per layer) and its backend.
+  const std::vector<kv_cache_layer>& kv_cache() const { return kv_cache_; }
+  ops& backend() { return *ops_; }
 
  private:
   struct request_state {
@@ -96,12 +99,14 @@ class model_runner {
     std::vector<fork_child> fork_children;  // sampled with this request's prompt end
     int64_t pending_tokens = 0;      // sampled by launched steps, not yet in token_ids
     int32_t last_sample_index = -1;  // its job index in the last launched step that sampled it
+    std::vector<int32_t> drafts;     // this step's draft tokens (after its last token)
   };
   // One row of logits to compute and what to do with it.
   struct logit_row {
     size_t batch_index;     // into the step's request order
     int32_t token_row;      // row of the step's hidden states
     int64_t prompt_target;  // >= 0: prompt logprob of this position; -1: sample
+    int32_t spec_index = 0;  // a sample after this many of the request's draft tokens
   };
   struct host_batch {
     std::vector<int32_t> token_ids, positions, slot_mapping;
@@ -123,6 +128,7 @@ class model_runner {
     std::vector<request_id> order;
     std::vector<bool> samples;  // per order index: a token is sampled for it
     std::vector<job_ref> jobs;  // device-sampled jobs by index
+    std::vector<std::vector<int32_t>> drafts;  // per order index: the drafts verified
     std::chrono::steady_clock::time_point start;
   };
 
@@ -146,8 +152,17 @@ class model_runner {
   void compute_outputs(const host_batch& batch, launched_step& step);
   void handle_row(request_state& r, const logit_row& row, const float* logits,
                   sampled_output& out);
-  // The sampler's view of r's next token, and of a fork child's first.
-  sampler_row next_token_row(const request_state& r) const;
+  // The sampler's view of r's next token (after `spec_index` of its draft
+  // tokens; `history` backs the output ids the penalties count then), and
+  // of a fork child's first.
+  sampler_row next_token_row(const request_state& r, int32_t spec_index = 0,
+                             std::vector<int32_t>* history = nullptr) const;
+  // Speculative decoding: keeps the longest prefix of the drafts that the
+  // samples (one per position, each drawn as without drafts) equal, then
+  // the first sample that differs (or the one after the last draft); the
+  // rejected drafts' KV positions are given up (the scheduler frees the
+  // blocks that held only them, by the same rule).
+  void accept_drafts(request_state* r, const std::vector<int32_t>& drafts, sampled_output& out);
   sampler_row fork_row(const request_state& parent, const fork_child& c) const;
   // Samples logits rows [begin, begin + n) of the step where they are
   // (ops::sample_async); false when the backend cannot, or with
@@ -175,6 +190,9 @@ class model_runner {
   std::deque<launched_step> launched_;  // launched, not finished (oldest first)
   int64_t next_seq_ = 0;
   int device_sampling_ = -1;  // -1: not known yet (asks the backend once)
+  // Test hook (TROUPE_DEBUG_SPEC_ACCEPT_ALL=1): accept every draft, a broken
+  // rule the distribution test must catch.
+  bool debug_accept_all_ = false;
   tensor logits_;  // [logits_chunk, vocab]
   std::vector<float> logits_host_;
 };

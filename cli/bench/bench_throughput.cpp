@@ -86,6 +86,17 @@ int run_bench_throughput(const std::vector<std::string>& args) {
   std::printf("Elapsed time (s):  %.3f\n", r.elapsed);
   std::printf("Prefix cache hit rate:  %.4f\n", prefix_cache_hit_rate(delta));
   std::printf("Preemptions:  %lld\n", static_cast<long long>(preemptions));
+  const int64_t drafts = after.spec_num_drafts - before.spec_num_drafts;
+  const int64_t draft_tokens = after.spec_num_draft_tokens - before.spec_num_draft_tokens;
+  const int64_t accepted = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;
+  if (s.eng->limits().num_speculative_tokens > 0) {
+    std::printf("Spec decode: %lld verifications, %lld draft tokens, %lld accepted (rate %.4f), "
+                "mean acceptance length %.3f\n",
+                static_cast<long long>(drafts), static_cast<long long>(draft_tokens),
+                static_cast<long long>(accepted),
+                draft_tokens > 0 ? static_cast<double>(accepted) / static_cast<double>(draft_tokens) : 0.0,
+                drafts > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts) : 0.0);
+  }
   std::fflush(stdout);
   if (const std::string path = s.flags.get("json-out"); !path.empty()) {
     json_writer w;
@@ -102,6 +113,9 @@ int run_bench_throughput(const std::vector<std::string>& args) {
     w.key("output_tokens_per_second").value(static_cast<double>(output_tokens) / r.elapsed);
     w.key("prefix_cache_hit_rate").value(prefix_cache_hit_rate(delta));
     w.key("num_preemptions").value(preemptions);
+    w.key("spec_num_drafts").value(drafts);
+    w.key("spec_num_draft_tokens").value(draft_tokens);
+    w.key("spec_num_accepted_tokens").value(accepted);
     std::vector<std::string> argv = args;
     argv.insert(argv.begin(), {"troupe", "bench", "throughput"});
     write_engine_settings(w, s, argv);

@@ -25,7 +25,7 @@ struct fake_worker {
       sampled_output s;
       s.id = id;
       if (computed == total) {
-        s.token_id = static_cast<int32_t>(100 + plan.step_id);
+        s.token_ids = {static_cast<int32_t>(100 + plan.step_id)};
         ++total;
         for (const fork_child& c : forks) {
           s.fork_samples.push_back({c.id, static_cast<int32_t>(200 + c.id), {}});

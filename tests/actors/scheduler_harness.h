@@ -191,8 +191,8 @@ struct fake_worker {
       sampled_output s;
       s.id = id;
       if (end == static_cast<int64_t>(r.token_ids.size())) {
-        s.token_id = sample_from_context ? (last ? next_of_context(*last) : 0)
-                                         : next_token(id, end - r.num_prompt_tokens);
+        s.token_ids = {sample_from_context ? (last ? next_of_context(*last) : 0)
+                                           : next_token(id, end - r.num_prompt_tokens)};
       }
       // Parallel samples: their first token from the same logits (the same
       // context), as the worker's fork_samples.
@@ -207,7 +207,7 @@ struct fake_worker {
       out.outputs.push_back(s);
       r.num_computed_tokens = end;
       r.num_scheduled_tokens = 0;
-      if (s.token_id >= 0) r.token_ids.push_back(s.token_id);
+      if (!s.token_ids.empty()) r.token_ids.push_back(s.token_ids[0]);
     }
     return out;
   }

@@ -158,7 +158,9 @@ TEST(cli_errors, each_config_rule) {
   expect_config_problem({"--backend", "cpu", "--dtype", "bfloat16"},
                         "dtype: 'bfloat16' is not supported by the cpu backend (float32 only)");
   expect_config_problem({"--speculative-config", "{\"method\": \"ngram\"}"},
-                        "speculative_config: speculative decoding is not supported yet");
+                        "speculative_config: num_speculative_tokens must be provided with "
+                        "speculative model unless the draft model config contains an n_predict "
+                        "parameter.");
   expect_config_problem({"--enable-lora"}, "enable_lora: LoRA is not supported yet");
   expect_config_problem({"--swap-space", "-1"}, "swap_space: -1 must be >= 0");
   expect_config_problem({"--port", "70000"}, "port: 70000 must be in 1..65535");
@@ -254,6 +256,26 @@ TEST(cli_errors, serve_without_model_is_a_config_error) {
   const run_result r = run_troupe({"serve"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("model: required"), std::string::npos) << r.err;
+}
+
+// Every speculative_config problem at once, before any weights are read:
+// the model folder has no weights at all.
+TEST(cli_errors, serve_lists_every_speculative_config_problem_before_loading_weights) {
+  const auto model = copy_model("tiny-llama");
+  std::filesystem::remove(model->path() / "model.safetensors");
+  const run_result r = run_troupe(
+      {"serve", "--model", model->path().string(), "--port", "1", "--speculative-config",
+       R"({"method": "ngram", "num_speculative_tokens": 0, "prompt_lookup_min": 4,)"
+       R"( "prompt_lookup_max": 2, "draft_tensor_parallel_size": 1})"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "troupe: error: invalid configuration (3 problems):\n"
+            "  - speculative_config: Expected num_speculative_tokens to be greater than zero "
+            "(0).\n"
+            "  - speculative_config: prompt_lookup_min=4 must be <= prompt_lookup_max=2\n"
+            "  - speculative_config.draft_tensor_parallel_size: not supported by troupe "
+            "(supported keys: method, model, num_speculative_tokens, prompt_lookup_min, "
+            "prompt_lookup_max)\n");
 }
 
 }  // namespace

@@ -145,6 +145,34 @@ TEST_P(golden, preemption_by_recompute_keeps_results) {
   EXPECT_GT(stats_value(err, "preemptions"), 0) << err;
 }
 
+// Speculative decoding (n-gram drafts, prompt_lookup_min 1 so the tiny
+// models' outputs find matches) keeps every greedy result, with chunked
+// prefill, prefix caching and async scheduling on, the goodput control off
+// (every draft verified) and on, in batches mixing requests that verify
+// drafts with requests that do not, and under KV pressure with preemption.
+TEST_P(golden, speculative_decoding_keeps_greedy_results) {
+  const std::vector<std::string> spec = {
+      "--speculative-config",
+      R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3})"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), spec.begin(), spec.end());
+    return args;
+  };
+  setenv("TROUPE_SPEC_CONTROL", "0", 1);
+  std::string err = run_batched(GetParam(), with({}));
+  EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
+  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);
+  err = run_batched(GetParam(), with({"--max-num-batched-tokens", "48", "--max-num-seqs", "3"}));
+  EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
+  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
+  err = run_batched(GetParam(), with({"--num-gpu-blocks-override", "40", "--max-model-len", "560",
+                                      "--max-num-batched-tokens", "64", "--max-num-seqs", "8"}));
+  EXPECT_GT(stats_value(err, "preemptions"), 0) << err;
+  EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
+  unsetenv("TROUPE_SPEC_CONTROL");
+  err = run_batched(GetParam(), with({}));  // the goodput control chooses
+}
+
 // The issue's rule made explicit: one prompts-file run gives each prompt the
 // tokens it gets alone, and logprobs equal up to float32 GEMM reassociation.
 TEST_P(golden, batched_equals_alone) {

@@ -1,0 +1,147 @@
+// token_budget_scheduler, speculative decoding: what the drafter learns,
+// which drafts a step verifies (spec_control), and giving back the slots of
+// rejected drafts.
+//
+// A request verifies drafts only when every token it has is known here (no
+// step in flight for it): the drafts extend its history. With async
+// scheduling such a request is therefore not planned ahead of its last
+// step (schedulable_ahead): it waits for its tokens, the drafter proposes,
+// and its next step verifies. Requests without a match keep being planned
+// ahead. The drafter is asked for proposals for every decoding request's
+// known history, so a request planned ahead learns when a match appears.
+#include <algorithm>
+
+#include "actors/scheduler/token_budget_scheduler.h"
+#include "common/check.h"
+
+namespace troupe {
+
+namespace {
+
+// Steps a request the control declined waits before it asks again.
+constexpr int64_t spec_retry_steps = 16;
+
+}  // namespace
+
+draft_sync token_budget_scheduler::take_draft_sync() {
+  draft_sync s;
+  draft_news_ = false;
+  s.removed = std::move(drafter_removed_);
+  drafter_removed_.clear();
+  const int32_t k_max = limits_.num_speculative_tokens;
+  for (const request_ptr& r : running_) {
+    if (r->done || r->aborted || r->output_ids.empty() || r->fork_pending) continue;
+    const int64_t known = r->num_tokens();
+    if (r->num_tokens_drafted < 0) {
+      s.ids.push_back(r->id);
+      s.tokens.push_back(r->prompt_ids);
+      s.tokens.back().insert(s.tokens.back().end(), r->output_ids.begin(), r->output_ids.end());
+      s.whole.push_back(1);
+    } else if (r->num_tokens_drafted < known) {
+      s.ids.push_back(r->id);
+      const auto from = static_cast<size_t>(r->num_tokens_drafted) - r->prompt_ids.size();
+      s.tokens.emplace_back(r->output_ids.begin() + static_cast<long>(from), r->output_ids.end());
+      s.whole.push_back(0);
+    }
+    r->num_tokens_drafted = known;
+    // Drafts are tokens after the last one; emitting k + 1 tokens must stay
+    // within max_tokens and max_model_len.
+    const int64_t outputs = static_cast<int64_t>(r->output_ids.size()) + r->placeholders;
+    const int64_t limit = std::min<int64_t>({k_max, r->params.max_tokens - outputs - 1,
+                                             limits_.max_model_len - r->num_tokens_eff() - 1});
+    if (limit <= 0 || r->may_copy_on_write || !r->children.empty()) {
+      r->wants_spec = false;
+      continue;
+    }
+    s.propose_ids.push_back(r->id);
+    s.propose_limits.push_back(static_cast<int32_t>(limit));
+    r->drafts.clear();
+    r->drafts_for = -1;
+    r->wants_spec = false;
+  }
+  return s;
+}
+
+void token_budget_scheduler::set_drafts(const draft_proposals& proposals) {
+  for (size_t i = 0; i < proposals.ids.size(); ++i) {
+    auto it = requests_.find(proposals.ids[i]);
+    if (it == requests_.end() || proposals.tokens[i].empty()) continue;
+    request_state& r = *it->second;
+    if (r.num_tokens_drafted != r.num_tokens()) continue;  // it has emitted since
+    r.drafts = proposals.tokens[i];
+    r.drafts_for = r.num_tokens();
+    // A match: wait for its tokens next time rather than plan it ahead
+    // (unless the control declined it recently).
+    r.wants_spec = r.spec_declined_step < 0 || step_id_ - r.spec_declined_step >= spec_retry_steps;
+  }
+}
+
+int64_t token_budget_scheduler::spec_tokens_for(const request_state& r, int64_t budget) const {
+  auto it = spec_choice_.find(r.id);
+  if (it == spec_choice_.end()) return 0;
+  return std::max<int64_t>(0, std::min<int64_t>(it->second, budget - 1));
+}
+
+void token_budget_scheduler::choose_spec_tokens() {
+  spec_choice_.clear();
+  if (limits_.num_speculative_tokens <= 0) return;
+  std::vector<spec_candidate> candidates;
+  int64_t base_tokens = 0, base_emitted = 0;
+  for (const request_ptr& r : running_) {
+    if (ahead_ && !schedulable_ahead(*r)) continue;
+    const int64_t need = r->num_tokens_eff() - r->computed_eff();
+    base_tokens += need;
+    if (need == 1) ++base_emitted;
+    const bool ready = need == 1 && r->placeholders == 0 && r->inflight_tokens == 0 &&
+                       r->drafts_for == r->num_tokens() && !r->drafts.empty() &&
+                       !r->may_copy_on_write && !r->fork_pending && r->children.empty() &&
+                       !r->aborted;
+    if (ready) candidates.push_back({r->id, static_cast<int64_t>(r->drafts.size())});
+  }
+  if (candidates.empty()) return;
+  base_tokens = std::min(base_tokens, limits_.max_num_batched_tokens);
+  std::vector<int64_t> k;
+  if (limits_.spec_adaptive) {
+    k = control_.choose(candidates, base_tokens, base_emitted);
+  } else {
+    for (const spec_candidate& c : candidates) k.push_back(c.max_drafts);
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    spec_choice_[candidates[i].id] = k[i];
+    if (k[i] == 0) {
+      request_state& r = *requests_.at(candidates[i].id);
+      r.spec_declined_step = step_id_;
+      r.wants_spec = false;
+    }
+  }
+}
+
+void token_budget_scheduler::apply_spec_result(request_state& r, int64_t num_drafts,
+                                               int64_t num_accepted) {
+  TROUPE_CHECK(num_accepted >= 0 && num_accepted <= num_drafts);
+  const int64_t rejected = num_drafts - num_accepted;
+  r.num_computed_tokens -= rejected;
+  stats_.num_computed_tokens -= rejected;
+  ++stats_.spec_num_drafts;
+  stats_.spec_num_draft_tokens += num_drafts;
+  stats_.spec_num_accepted_tokens += num_accepted;
+  auto& per_pos = stats_.spec_accepted_per_pos;
+  if (per_pos.size() < static_cast<size_t>(limits_.num_speculative_tokens)) {
+    per_pos.resize(static_cast<size_t>(limits_.num_speculative_tokens), 0);
+  }
+  for (int64_t j = 0; j < num_accepted; ++j) ++per_pos[static_cast<size_t>(j)];
+  control_.observe_verification(r.id, num_drafts, num_accepted);
+  if (rejected == 0) return;
+  // The blocks past the verified tokens held only rejected drafts: given
+  // back (the worker drops them from its table by the same rule; the block
+  // manager frees them at the next transaction's rollbacks).
+  const int64_t keep = (r.num_computed_tokens + limits_.block_size - 1) / limits_.block_size;
+  if (static_cast<int64_t>(r.block_ids.size()) > keep) {
+    std::vector<int32_t> tail(r.block_ids.begin() + keep, r.block_ids.end());
+    num_blocks_free_ += release(tail);
+    r.block_ids.resize(static_cast<size_t>(keep));
+  }
+  pending_rollbacks_.push_back({r.id, r.num_computed_tokens});
+}
+
+}  // namespace troupe
