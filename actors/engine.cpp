@@ -176,12 +176,19 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   rl.block_size = limits.block_size;
   rl.num_blocks = limits.num_blocks;
   rl.num_cpu_blocks = limits.num_cpu_blocks;
+  rl.num_speculative_tokens = limits.num_speculative_tokens;
   auto runner = std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
   if (!config.enforce_eager) {
     const auto capture_start = std::chrono::steady_clock::now();
     if (const int64_t n = runner->capture_graphs(); n > 0) {
-      log->info("captured {} CUDA graphs for decode batches of {}..{} sequences in {:.2f} s", n,
+      const auto& verify = runner->verify_graph_sizes();
+      log->info("captured {} CUDA graphs for decode batches of {}..{} sequences{} in {:.2f} s", n,
                 runner->graph_sizes().front(), runner->graph_sizes().back(),
+                verify.empty() ? std::string()
+                               : fmt::format(" and speculative verification of {}..{} sequences "
+                                             "x {} tokens",
+                                             verify.front(), verify.back(),
+                                             1 + limits.num_speculative_tokens),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_start).count());
       // The summary at info, each shape's timings at debug.
       if (const std::string tuned = runner->tuning_report(); !tuned.empty()) {

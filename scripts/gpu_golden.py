@@ -9,6 +9,7 @@ passed, the largest |logprob - reference| over the compared steps, and the
 largest prompt-logprob error.
 
   python3 scripts/gpu_golden.py [--troupe build-device/bin/troupe] [--tol-bf16 0.05]
+                                [--extra 'ARGS']   (more `generate` arguments, as JSON list)
 """
 import argparse
 import json
@@ -45,7 +46,7 @@ def compare(ref_steps, ref_ids, ours, tol):
     return len(ours) == len(ref_ids), max_err
 
 
-def run(troupe, model, dtype, tol):
+def run(troupe, model, dtype, tol, extra=()):
     golden = json.load(open(os.path.join(ROOT, "tests/data/models", model, "golden.json")))
     cases = golden["cases"]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
@@ -55,7 +56,7 @@ def run(troupe, model, dtype, tol):
     cmd = [troupe, "generate", "--model", os.path.join(ROOT, "tests/data/models", model),
            "--backend", "cuda", "--dtype", dtype, "--prompts-file", path, "--max-tokens", "24",
            "--temperature", "0", "--logprobs", "5", "--prompt-logprobs", "0", "--json",
-           "--max-num-batched-tokens", "256", "--log-level", "warn"]
+           "--max-num-batched-tokens", "256", "--log-level", "warn", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         return f"| {model} | {dtype} | ERROR | {p.stderr.strip()[-300:]} | | |"
@@ -76,13 +77,15 @@ def main():
     ap.add_argument("--troupe", default=os.path.join(ROOT, "build-device/bin/troupe"))
     ap.add_argument("--tol-f32", type=float, default=1e-3)
     ap.add_argument("--tol-bf16", type=float, default=5e-2)
+    ap.add_argument("--extra", default="[]", help="more generate arguments, a JSON list")
     a = ap.parse_args()
+    extra = json.loads(a.extra)
     print("| model | dtype | cases passed | tolerance | max top-5 logprob error | max prompt logprob error |")
     print("| --- | --- | --- | --- | --- | --- |")
     failed = False
     for model in MODELS:
         for dtype, tol in (("float32", a.tol_f32), ("bfloat16", a.tol_bf16)):
-            row = run(a.troupe, model, dtype, tol)
+            row = run(a.troupe, model, dtype, tol, extra)
             failed |= "ERROR" in row or not row.split("|")[3].strip().startswith("5/5")
             print(row, flush=True)
     sys.exit(1 if failed else 0)

@@ -57,9 +57,16 @@ std::vector<int32_t> ngram_proposer::propose(request_id id, int64_t limit) const
     const auto& index = h.index[static_cast<size_t>(n - config_.prompt_lookup_min)];
     auto found = index.find(key(h.tokens, len - 1, n));
     if (found == index.end()) continue;
-    const int64_t start = found->second + 1;  // the token after the occurrence
-    const int64_t end = std::min(len, start + k);
-    return std::vector<int32_t>(h.tokens.begin() + start, h.tokens.begin() + end);
+    // The tokens after the occurrence; past the history's end the copy
+    // continues over what it has proposed (as an LZ77 match may overlap).
+    const int64_t start = found->second + 1;
+    std::vector<int32_t> out;
+    out.reserve(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t at = start + i;
+      out.push_back(at < len ? h.tokens[static_cast<size_t>(at)] : out[static_cast<size_t>(at - len)]);
+    }
+    return out;
   }
   return {};
 }

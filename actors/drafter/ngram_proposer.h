@@ -3,9 +3,11 @@
 // and output so far), find the longest suffix of between `prompt_lookup_min`
 // and `prompt_lookup_max` tokens that occurred earlier in the history; its
 // most recent earlier occurrence is followed by the proposal: up to
-// `num_speculative_tokens` tokens (fewer when the history ends first, or
-// when the caller's limit is smaller: max_model_len and the request's
-// remaining max_tokens). Nothing matches: no proposal.
+// `num_speculative_tokens` tokens (fewer when the caller's limit is smaller:
+// max_model_len and the request's remaining max_tokens). Where the tokens
+// after the occurrence reach the end of the history, the copy continues
+// over its own proposal (an overlapping match, as in LZ77): a loop of
+// period p keeps repeating. Nothing matches: no proposal.
 //
 // Each request's history is indexed incrementally: for every n-gram length,
 // a hash map from the n-gram (its tokens' bytes: exact, no collisions) to

@@ -51,13 +51,18 @@ void release_worker(self_ptr self) {
 // the next; scheduling waits for its answer.
 void sync_drafter(self_ptr self) {
   scheduler_state& st = self->state;
-  st.drafting = true;
-  self->request(st.drafter, caf::infinite, st.core->take_draft_sync())
-      .then([self](const draft_proposals& proposals) {
-        self->state.drafting = false;
+  draft_sync sync = st.core->take_draft_sync();
+  // Only news (no proposal wanted): the next step need not wait for it.
+  const bool wait = !sync.propose_ids.empty();
+  st.drafting = wait;
+  self->request(st.drafter, caf::infinite, std::move(sync))
+      .then([self, wait](const draft_proposals& proposals) {
         self->state.core->set_drafts(proposals);
+        if (!wait) return;
+        self->state.drafting = false;
         maybe_step(self);
       });
+  if (!wait) maybe_step(self);
 }
 
 void maybe_step(self_ptr self) {

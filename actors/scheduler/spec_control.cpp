@@ -37,6 +37,12 @@ void spec_control::observe_verification(request_id id, int64_t num_drafts, int64
 
 void spec_control::observe_step(int64_t num_tokens, bool with_drafts, double seconds) {
   if (!(seconds > 0) || num_tokens <= 0) return;
+  // The first step of each kind pays one-time costs (allocations, kernel
+  // loading): not a sample of the cost.
+  if (!warm_[with_drafts ? 1 : 0]) {
+    warm_[with_drafts ? 1 : 0] = true;
+    return;
+  }
   const double x[3] = {1.0, static_cast<double>(num_tokens) * token_scale, with_drafts ? 1.0 : 0.0};
   for (int i = 0; i < 3; ++i) {
     xy_[i] = xy_[i] * forget_step_ + x[i] * seconds;
@@ -79,11 +85,19 @@ double spec_control::step_seconds(int64_t num_tokens, bool with_drafts) const {
   return std::max(t, 0.0);
 }
 
+bool spec_control::trusted() const {
+  return steps_[0] >= min_measured && steps_[1] >= min_measured;
+}
+
+bool spec_control::worth_drafting(request_id id) const {
+  if (!trusted() || exploring(steps_seen_ + 1)) return true;
+  return last_on_ && acceptance(id) > last_cutoff_;
+}
+
 std::vector<int64_t> spec_control::choose(const std::vector<spec_candidate>& candidates,
                                           int64_t base_tokens, int64_t base_emitted) {
   std::vector<int64_t> k(candidates.size(), 0);
   if (candidates.empty()) return k;
-  ++decisions_;
   // Every draft position's marginal gain (alpha^(j+1)), best first.
   struct gain {
     double g;
@@ -99,30 +113,37 @@ std::vector<int64_t> spec_control::choose(const std::vector<spec_candidate>& can
     }
   }
   std::stable_sort(gains.begin(), gains.end(), [](const gain& a, const gain& b) { return a.g > b.g; });
-  const bool trusted = steps_[0] >= min_measured && steps_[1] >= min_measured &&
-                       step_seconds(base_tokens, false) > 0 && step_seconds(base_tokens, true) > 0;
+  const bool model = trusted() && step_seconds(base_tokens, false) > 0 &&
+                     step_seconds(base_tokens, true) > 0;
   const double c1 = std::max(coef_[1], 0.0) * token_scale;  // seconds per token
-  double emitted = static_cast<double>(std::max<int64_t>(base_emitted, 1));
+  const double base = static_cast<double>(std::max<int64_t>(base_emitted, 1));
+  double emitted = base;
   int64_t n = base_tokens;
+  last_cutoff_ = model ? c1 * emitted / step_seconds(n, true) : 0.0;
   for (const gain& g : gains) {
     // Adding a position raises goodput iff its gain beats c1 x goodput.
     const double t = step_seconds(n, true);
-    if (trusted && g.g * t <= c1 * emitted) break;
+    if (model && g.g * t <= c1 * emitted) break;
+    last_cutoff_ = model ? c1 * emitted / t : 0.0;
     emitted += g.g;
     ++n;
     ++k[g.i];
   }
-  bool on;
+  // The model's choice (optimistic until it is trusted) decides who drafts
+  // next; this step may measure or explore instead.
+  last_on_ = !model || emitted / step_seconds(n, true) > base / step_seconds(base_tokens, false);
+  bool on = last_on_;
   if (steps_[1] < min_measured) {
     on = true;
   } else if (steps_[0] < min_measured) {
     on = false;
-  } else {
-    const double with = emitted / step_seconds(n, true);
-    const double without =
-        static_cast<double>(std::max<int64_t>(base_emitted, 1)) / step_seconds(base_tokens, false);
-    on = with > without;
-    if (decisions_ % explore_every == 0) on = !on;  // keep measuring the other choice
+  }
+  if (trusted() && exploring(steps_seen_)) {
+    // Measure the other choice: one draft a candidate when exploring on.
+    on = !on;
+    if (on) {
+      for (size_t i = 0; i < k.size(); ++i) k[i] = std::min<int64_t>(1, candidates[i].max_drafts);
+    }
   }
   if (!on) std::fill(k.begin(), k.end(), 0);
   return k;

@@ -14,13 +14,20 @@
 //   as a replayed decode graph, and cannot be planned ahead of the previous
 //   step's result). Fitted by exponentially weighted least squares on the
 //   measured steps.
+//   Only steps of decodes (each request its last token and its drafts) are
+//   measured: the regime the choice is about.
 // - Choice. Step goodput is (tokens emitted) / t. With speculation on, the
 //   best assignment adds draft positions in order of decreasing marginal
 //   gain alpha_r^(j+1) while that gain exceeds c1 times the goodput so far
 //   (optimal for a ratio of a concave sum over a linear cost); it is taken
 //   when its goodput beats the step without drafts. Until both kinds of step
-//   have been measured, and then one step in `explore_every` with
-//   candidates, the other choice is tried, so the model keeps learning.
+//   have been measured, and then one step in `explore_every`, the other
+//   choice is tried (with one draft a request when it explores speculation),
+//   so the model keeps learning at a bounded cost.
+// - Who drafts. A request asks the drafter for proposals (and, with async
+//   scheduling, waits for its tokens instead of being planned ahead) only
+//   while the last choice was on and its acceptance clears that choice's
+//   cut-off, or while the control measures or explores.
 //
 // Plain class, no CAF: the scheduler's thread only.
 #pragma once
@@ -40,13 +47,17 @@ struct spec_candidate {
 
 class spec_control {
  public:
-  static constexpr int64_t explore_every = 32;
+  static constexpr int64_t explore_every = 64;
 
   // Draft counts for the candidates (parallel), 0 included. base_tokens:
   // the step's tokens without drafts; base_emitted: the tokens it emits
   // without drafts (one per sampling request).
   std::vector<int64_t> choose(const std::vector<spec_candidate>& candidates, int64_t base_tokens,
                               int64_t base_emitted);
+  // Once per scheduled step, before choose.
+  void begin_step() { ++steps_seen_; }
+  // Whether the request should draft for the next step (see above).
+  bool worth_drafting(request_id id) const;
   // A step ran: n tokens, with or without drafts, taking this long.
   void observe_step(int64_t num_tokens, bool with_drafts, double seconds);
   // A verification of num_drafts drafts kept the first num_accepted.
@@ -75,7 +86,12 @@ class spec_control {
   double xx_[3][3] = {}, xy_[3] = {};
   double coef_[3] = {};  // c0, c1, c2
   int64_t steps_[2] = {0, 0};  // steps measured without / with drafts
-  int64_t decisions_ = 0;
+  bool warm_[2] = {false, false};  // the first step of each kind was seen (not measured)
+  int64_t steps_seen_ = 0;
+  bool last_on_ = true;
+  double last_cutoff_ = 0;  // the smallest gain the last choice took
+  bool trusted() const;
+  bool exploring(int64_t step) const { return step % explore_every == 0; }
 };
 
 }  // namespace troupe

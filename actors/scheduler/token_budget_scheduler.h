@@ -139,9 +139,9 @@ class token_budget_scheduler {
   // Whether the drafter has news: tokens emitted or requests finished since
   // the last take_draft_sync (always false with speculation off).
   bool wants_draft_sync() const { return draft_news_; }
-  // What the drafter must learn, and whose drafts to propose: running
-  // requests whose next step can verify drafts (every token known, none in
-  // flight), each limited by max_tokens and max_model_len.
+  // What the drafter must learn, and whose drafts to propose: decoding
+  // requests the control expects a gain from (spec_control::worth_drafting),
+  // each limited by max_tokens and max_model_len.
   draft_sync take_draft_sync();
   // Proposals for the requests' current histories; a request that has
   // emitted tokens since (a stale proposal) ignores its own.
@@ -190,7 +190,6 @@ class token_budget_scheduler {
     // The drafter found a match for its history (its next step should wait
     // for its tokens and verify drafts rather than be planned ahead).
     bool wants_spec = false;
-    int64_t spec_declined_step = -1;   // step id when the control last gave it none
     int64_t num_tokens() const {
       return static_cast<int64_t>(prompt_ids.size() + output_ids.size());
     }

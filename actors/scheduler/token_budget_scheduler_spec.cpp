@@ -16,13 +16,6 @@
 
 namespace troupe {
 
-namespace {
-
-// Steps a request the control declined waits before it asks again.
-constexpr int64_t spec_retry_steps = 16;
-
-}  // namespace
-
 draft_sync token_budget_scheduler::take_draft_sync() {
   draft_sync s;
   draft_news_ = false;
@@ -49,15 +42,14 @@ draft_sync token_budget_scheduler::take_draft_sync() {
     const int64_t outputs = static_cast<int64_t>(r->output_ids.size()) + r->placeholders;
     const int64_t limit = std::min<int64_t>({k_max, r->params.max_tokens - outputs - 1,
                                              limits_.max_model_len - r->num_tokens_eff() - 1});
-    if (limit <= 0 || r->may_copy_on_write || !r->children.empty()) {
-      r->wants_spec = false;
-      continue;
-    }
+    r->wants_spec = false;
+    if (limit <= 0 || r->may_copy_on_write || !r->children.empty()) continue;
+    // Requests the control expects no gain from do not draft (nor wait).
+    if (limits_.spec_adaptive && !control_.worth_drafting(r->id)) continue;
     s.propose_ids.push_back(r->id);
     s.propose_limits.push_back(static_cast<int32_t>(limit));
     r->drafts.clear();
     r->drafts_for = -1;
-    r->wants_spec = false;
   }
   return s;
 }
@@ -70,9 +62,8 @@ void token_budget_scheduler::set_drafts(const draft_proposals& proposals) {
     if (r.num_tokens_drafted != r.num_tokens()) continue;  // it has emitted since
     r.drafts = proposals.tokens[i];
     r.drafts_for = r.num_tokens();
-    // A match: wait for its tokens next time rather than plan it ahead
-    // (unless the control declined it recently).
-    r.wants_spec = r.spec_declined_step < 0 || step_id_ - r.spec_declined_step >= spec_retry_steps;
+    // A match: wait for its tokens next time rather than plan it ahead.
+    r.wants_spec = true;
   }
 }
 
@@ -85,6 +76,7 @@ int64_t token_budget_scheduler::spec_tokens_for(const request_state& r, int64_t 
 void token_budget_scheduler::choose_spec_tokens() {
   spec_choice_.clear();
   if (limits_.num_speculative_tokens <= 0) return;
+  control_.begin_step();
   std::vector<spec_candidate> candidates;
   int64_t base_tokens = 0, base_emitted = 0;
   for (const request_ptr& r : running_) {
@@ -108,11 +100,7 @@ void token_budget_scheduler::choose_spec_tokens() {
   }
   for (size_t i = 0; i < candidates.size(); ++i) {
     spec_choice_[candidates[i].id] = k[i];
-    if (k[i] == 0) {
-      request_state& r = *requests_.at(candidates[i].id);
-      r.spec_declined_step = step_id_;
-      r.wants_spec = false;
-    }
+    if (k[i] == 0) requests_.at(candidates[i].id)->wants_spec = false;
   }
 }
 

@@ -155,14 +155,18 @@ void token_budget_scheduler::update(const step_output& output) {
   for (const sampled_output& out : output.outputs) by_id[out.id] = &out;
   const auto now = std::chrono::steady_clock::now();
   int64_t step_tokens = 0, step_drafts = 0;
+  bool decodes = true;  // every request its last token and its drafts
   for (size_t k = 0; k < rec.requests.size(); ++k) {
     step_tokens += rec.tokens[k];
     step_drafts += rec.drafts[k];
+    decodes = decodes && rec.samples[k] && rec.tokens[k] == 1 + rec.drafts[k];
   }
   // The step's cost: from its commit, or from the previous output when it
   // was queued behind that step (async scheduling).
-  control_.observe_step(step_tokens, step_drafts > 0,
-                        std::chrono::duration<double>(now - std::max(rec.committed, last_update_)).count());
+  if (decodes && limits_.num_speculative_tokens > 0) {
+    control_.observe_step(step_tokens, step_drafts > 0,
+                          std::chrono::duration<double>(now - std::max(rec.committed, last_update_)).count());
+  }
   last_update_ = now;
   if (limits_.num_speculative_tokens > 0) draft_news_ = true;
   for (size_t k = 0; k < rec.requests.size(); ++k) {

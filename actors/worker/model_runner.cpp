@@ -165,15 +165,23 @@ void model_runner::build_batch(const std::vector<request_id>& order, host_batch&
       batch.slot_mapping.push_back(block * static_cast<int32_t>(limits_.block_size) +
                                    static_cast<int32_t>(p % limits_.block_size));
     }
+    // Verify graphs: pad tokens after the real ones (no KV written; only
+    // they can see the positions they occupy).
+    const int64_t pads = batch.pad_query_to > 0 ? batch.pad_query_to - r.num_scheduled_tokens : 0;
+    for (int64_t j = 0; j < pads; ++j) {
+      batch.token_ids.push_back(0);
+      batch.positions.push_back(static_cast<int32_t>(end + j));
+      batch.slot_mapping.push_back(-1);
+    }
     batch.query_start_loc.push_back(static_cast<int32_t>(batch.token_ids.size()));
-    batch.seq_lens.push_back(static_cast<int32_t>(end));
+    batch.seq_lens.push_back(static_cast<int32_t>(end + pads));
     for (int64_t b = 0; b < batch.max_blocks; ++b) {
       batch.block_tables.push_back(b < static_cast<int64_t>(r.block_ids.size())
                                        ? r.block_ids[static_cast<size_t>(b)]
                                        : 0);
     }
-    batch.max_query_len = std::max(batch.max_query_len, r.num_scheduled_tokens);
-    batch.max_seq_len = std::max(batch.max_seq_len, end);
+    batch.max_query_len = std::max(batch.max_query_len, r.num_scheduled_tokens + pads);
+    batch.max_seq_len = std::max(batch.max_seq_len, end + pads);
     add_logit_rows(r, i, first_row, batch);
   }
 }
@@ -411,22 +419,33 @@ int64_t model_runner::capture_graphs() {
   }
   for (int64_t s = 8; s <= largest; s += 8) sizes.push_back(s);
   if (sizes.empty() || sizes.back() != largest) sizes.push_back(largest);
+  // Verify steps (speculative decoding): the buckets whose K + 1 tokens a
+  // sequence fit the token budget, up to max_verify_graph_batch.
+  const int64_t q = 1 + limits_.num_speculative_tokens;
+  std::vector<int64_t> verify_sizes;
+  if (limits_.num_speculative_tokens > 0 && q <= limits_.max_model_len) {
+    for (int64_t s : sizes) {
+      if (s <= max_verify_graph_batch && s * q <= limits_.max_num_batched_tokens) verify_sizes.push_back(s);
+    }
+  }
   graphs_replay_ = ops_->supports_graphs();
   if (graphs_replay_) {
     // Largest first; each is run once eagerly (kernel loading, cuBLAS
     // heuristics, the backend's timing of its product kernels for this
     // batch size) and then captured.
-    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    auto capture = [&](int64_t size, int64_t query_len) {
       host_batch batch;
-      pad_for_graph(batch, *it);
+      pad_for_graph(batch, size, query_len);
       const forward_inputs in = upload(batch);
       ops_->allow_tuning(true);
       model_->forward(in, kv_cache_);
       ops_->allow_tuning(false);
       ops_->begin_capture();
       model_->forward(in, kv_cache_);
-      ops_->end_capture(*it);
-    }
+      ops_->end_capture(graph_key(size, query_len));
+    };
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) capture(*it, 1);
+    for (auto it = verify_sizes.rbegin(); it != verify_sizes.rend(); ++it) capture(*it, q);
     // The logits' product (the lm_head, float32 out) runs outside the
     // graphs, with one row per sequence: let the backend time it for each
     // small batch too (the hidden rows are whatever the warm-ups left).
@@ -441,17 +460,42 @@ int64_t model_runner::capture_graphs() {
     ops_->synchronize();
   }
   graph_sizes_ = sizes;
-  return graphs_replay_ ? static_cast<int64_t>(sizes.size()) : 0;
+  verify_graph_sizes_ = verify_sizes;
+  return graphs_replay_ ? static_cast<int64_t>(sizes.size() + verify_sizes.size()) : 0;
+}
+
+int64_t model_runner::verify_query_len(const std::vector<request_id>& order) const {
+  if (verify_graph_sizes_.empty() || static_cast<int64_t>(order.size()) > verify_graph_sizes_.back()) {
+    return 0;
+  }
+  const int64_t q = 1 + limits_.num_speculative_tokens;
+  bool drafts = false;
+  for (request_id id : order) {
+    const request_state& r = requests_.at(id);
+    const auto k = static_cast<int64_t>(r.drafts.size());
+    const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
+    // Every sequence a decode (its last token and its drafts), whose padded
+    // positions stay within max_model_len.
+    if (r.num_scheduled_tokens != 1 + k ||
+        end != static_cast<int64_t>(r.token_ids.size()) + r.pending_tokens + k ||
+        r.num_computed_tokens + q > limits_.max_model_len || r.params.prompt_logprobs >= 0) {
+      return 0;
+    }
+    drafts = drafts || k > 0;
+  }
+  return drafts ? q : 0;
 }
 
 int64_t model_runner::graph_size_for(const host_batch& batch) const {
-  if (graph_sizes_.empty() || batch.max_query_len != 1) return 0;
+  const bool verify = batch.pad_query_to > 0 && batch.max_query_len == batch.pad_query_to;
+  if (batch.max_query_len != 1 && !verify) return 0;
+  const std::vector<int64_t>& sizes = verify ? verify_graph_sizes_ : graph_sizes_;
   const auto n = static_cast<int64_t>(batch.seq_lens.size());
-  const auto it = std::lower_bound(graph_sizes_.begin(), graph_sizes_.end(), n);
-  return it == graph_sizes_.end() ? 0 : *it;
+  const auto it = std::lower_bound(sizes.begin(), sizes.end(), n);
+  return it == sizes.end() ? 0 : *it;
 }
 
-void model_runner::pad_for_graph(host_batch& batch, int64_t size) const {
+void model_runner::pad_for_graph(host_batch& batch, int64_t size, int64_t query_len) const {
   const auto n = static_cast<int64_t>(batch.seq_lens.size());
   const int64_t stride = (limits_.max_model_len + limits_.block_size - 1) / limits_.block_size;
   // Block tables at the full stride.
@@ -463,14 +507,16 @@ void model_runner::pad_for_graph(host_batch& batch, int64_t size) const {
   batch.block_tables = std::move(tables);
   if (batch.query_start_loc.empty()) batch.query_start_loc.push_back(0);
   for (int64_t s = n; s < size; ++s) {
-    batch.token_ids.push_back(0);
-    batch.positions.push_back(0);
-    batch.slot_mapping.push_back(-1);
-    batch.query_start_loc.push_back(batch.query_start_loc.back() + 1);
-    batch.seq_lens.push_back(1);
+    for (int64_t j = 0; j < query_len; ++j) {
+      batch.token_ids.push_back(0);
+      batch.positions.push_back(static_cast<int32_t>(j));
+      batch.slot_mapping.push_back(-1);
+    }
+    batch.query_start_loc.push_back(batch.query_start_loc.back() + static_cast<int32_t>(query_len));
+    batch.seq_lens.push_back(static_cast<int32_t>(query_len));
   }
   batch.max_blocks = stride;
-  batch.max_query_len = 1;
+  batch.max_query_len = query_len;
   batch.max_seq_len = limits_.max_model_len;
 }
 
@@ -528,15 +574,17 @@ void model_runner::launch(const step_plan& plan) {
   step.drafts.resize(step.order.size());
   if (!step.order.empty()) {
     host_batch batch;
+    batch.pad_query_to = verify_query_len(step.order);
     build_batch(step.order, batch);
     for (const logit_row& row : batch.logit_rows) {
       if (row.prompt_target < 0) step.samples[row.batch_index] = true;
     }
     if (const int64_t graph = graph_size_for(batch); graph > 0) {
-      pad_for_graph(batch, graph);
+      const int64_t query_len = batch.max_query_len;
+      pad_for_graph(batch, graph, query_len);
       const forward_inputs in = upload(batch);
       if (graphs_replay_) {
-        ops_->launch_graph(graph);
+        ops_->launch_graph(graph_key(graph, query_len));
         model_->replayed(in.num_tokens);
       } else {
         model_->forward(in, kv_cache_);

@@ -3,7 +3,7 @@
 // arriving at seeded random times give each exactly the tokens the same
 // request gets alone — with chunked prefill on and off, prefix caching on and
 // off, and a KV cache so small that preemption happens, by recompute and by
-// swap.
+// swap; and with speculative decoding under the same conditions.
 // Also: a prefix-cache hit computes only the suffix.
 #include <gtest/gtest.h>
 
@@ -120,6 +120,7 @@ struct variant {
   int64_t num_blocks;
   bool expect_preemption;
   double swap_space_gib = 0;  // > 0: preemption by swap
+  bool spec = false;  // speculative decoding (n-gram, every draft verified)
 };
 
 class batch_invariance : public ::testing::TestWithParam<variant> {};
@@ -132,9 +133,19 @@ TEST_P(batch_invariance, every_request_gets_its_solo_tokens) {
   c.enable_prefix_caching = v.prefix;
   c.num_gpu_blocks_override = v.num_blocks;
   c.swap_space = v.swap_space_gib;
+  if (v.spec) {
+    c.speculative_config = {{"method", "ngram"}, {"num_speculative_tokens", "4"},
+                            {"prompt_lookup_min", "1"}, {"prompt_lookup_max", "3"}};
+    setenv("TROUPE_SPEC_CONTROL", "0", 1);
+  }
   const auto& ref = reference_outputs();
   engine_stats stats;
   const auto got = run_concurrently(c, stats);
+  unsetenv("TROUPE_SPEC_CONTROL");
+  if (v.spec) {
+    EXPECT_GT(stats.spec_num_draft_tokens, 0);
+    EXPECT_LT(stats.spec_num_accepted_tokens, stats.spec_num_draft_tokens) << "no rollback tested";
+  }
   ASSERT_EQ(got.size(), ref.size());
   for (size_t i = 0; i < ref.size(); ++i) {
     EXPECT_EQ(got[i], ref[i]) << "request " << i << " (prompt " << the_workload().prompts[i].size()
@@ -168,7 +179,12 @@ INSTANTIATE_TEST_SUITE_P(
                       variant{"preempt_recompute_noprefix", true, false, 60, true},
                       // 8 KiB blocks: 1/64 GiB of swap space is 2048 host blocks.
                       variant{"preempt_swap_prefix", true, true, 60, true, 1.0 / 64},
-                      variant{"preempt_swap_noprefix", true, false, 60, true, 1.0 / 64}),
+                      variant{"preempt_swap_noprefix", true, false, 60, true, 1.0 / 64},
+                      // Speculative decoding: drafts verified, rejected ones
+                      // rolled back, under the same pressure.
+                      variant{"spec_chunked_prefix", true, true, 1024, false, 0, true},
+                      variant{"spec_preempt_recompute_prefix", true, true, 60, true, 0, true},
+                      variant{"spec_preempt_swap_prefix", true, true, 60, true, 1.0 / 64, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(prefix_caching, second_request_computes_only_its_suffix) {

@@ -13,7 +13,8 @@ namespace {
 using ids = std::vector<int32_t>;
 
 // The definition, directly: the longest suffix of min..max tokens with an
-// earlier occurrence, its latest one, and up to k tokens after it.
+// earlier occurrence, its latest one, and up to k tokens after it, the copy
+// continuing over its own proposal where it reaches the end (overlap).
 ids reference(const ids& t, int32_t min_n, int32_t max_n, int64_t k) {
   const auto len = static_cast<int64_t>(t.size());
   if (k <= 0) return {};
@@ -21,7 +22,9 @@ ids reference(const ids& t, int32_t min_n, int32_t max_n, int64_t k) {
     if (len < n + 1) continue;
     for (int64_t e = len - 2; e >= n - 1; --e) {
       if (std::equal(t.begin() + (e - n + 1), t.begin() + e + 1, t.end() - n)) {
-        return ids(t.begin() + e + 1, t.begin() + std::min(len, e + 1 + k));
+        ids ext = t;
+        for (int64_t i = 0; i < k; ++i) ext.push_back(ext[static_cast<size_t>(e + 1 + i)]);
+        return ids(ext.begin() + len, ext.end());
       }
     }
   }
@@ -64,10 +67,15 @@ TEST(ngram_proposer, the_most_recent_occurrence_wins_among_equals) {
   EXPECT_EQ(p.propose(1, 5), (ids{200, 201}));
 }
 
-TEST(ngram_proposer, proposals_stop_where_the_history_ends) {
+// A match close to the end continues as the history did from there, over
+// the tokens it proposes itself (a loop of period p repeats): a model stuck
+// on one token gets k drafts, not one.
+TEST(ngram_proposer, a_continuation_that_reaches_the_end_copies_itself) {
   ngram_proposer p = make(5, 1, 1);
-  p.add(1, {8, 8, 8});  // "8" last seen at 1: only the token after it remains
-  EXPECT_EQ(p.propose(1, 10), (ids{8}));
+  p.add(1, {8, 8, 8});  // "8" last seen at 1: the copy overlaps its own output
+  EXPECT_EQ(p.propose(1, 10), (ids{8, 8, 8, 8, 8}));
+  p.add(2, {1, 5, 6, 5, 6});  // "6" last seen at 2: 5 6 5 6 ...
+  EXPECT_EQ(p.propose(2, 4), (ids{5, 6, 5, 6}));
 }
 
 TEST(ngram_proposer, min_bounds_the_match_length) {
