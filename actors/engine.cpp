@@ -382,7 +382,9 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
     nc.num_speculative_tokens = spec.num_speculative_tokens;
     nc.prompt_lookup_min = spec.prompt_lookup_min;
     nc.prompt_lookup_max = spec.prompt_lookup_max;
-    drafter = p->system->spawn(drafter_actor, nc);
+    // Detached (its own thread): a step that waits for proposals waits for
+    // one thread's wake-up, not for a pool worker to be scheduled.
+    drafter = p->system->spawn<caf::detached>(drafter_actor, nc);
     sl.num_speculative_tokens = spec.num_speculative_tokens;
     // TROUPE_SPEC_CONTROL=0: verify every proposed draft (for measuring a
     // fixed K); else the goodput control chooses (docs/speculative_decoding.md).

@@ -51,9 +51,10 @@ void release_worker(self_ptr self) {
 // the next; scheduling waits for its answer.
 void sync_drafter(self_ptr self) {
   scheduler_state& st = self->state;
-  draft_sync sync = st.core->take_draft_sync();
-  // Only news (no proposal wanted): the next step need not wait for it.
-  const bool wait = !sync.propose_ids.empty();
+  // The next step waits only for proposals it can use: for requests with
+  // no step in flight (the others' only probe for a match).
+  bool wait = false;
+  draft_sync sync = st.core->take_draft_sync(wait);
   st.drafting = wait;
   self->request(st.drafter, caf::infinite, std::move(sync))
       .then([self, wait](const draft_proposals& proposals) {

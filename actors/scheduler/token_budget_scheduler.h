@@ -141,8 +141,11 @@ class token_budget_scheduler {
   bool wants_draft_sync() const { return draft_news_; }
   // What the drafter must learn, and whose drafts to propose: decoding
   // requests the control expects a gain from (spec_control::worth_drafting),
-  // each limited by max_tokens and max_model_len.
-  draft_sync take_draft_sync();
+  // each limited by max_tokens and max_model_len. `blocking`: one of them
+  // can verify drafts in the next step (no step in flight for it), so that
+  // step should wait for the proposals; the others' (a step in flight
+  // still samples their last token) only tell whether a match is there.
+  draft_sync take_draft_sync(bool& blocking);
   // Proposals for the requests' current histories; a request that has
   // emitted tokens since (a stale proposal) ignores its own.
   void set_drafts(const draft_proposals& proposals);
@@ -273,6 +276,7 @@ class token_budget_scheduler {
   std::vector<kv_rollback> pending_rollbacks_;  // rejected drafts, for the next transaction
   std::vector<request_id> drafter_removed_;     // finished requests the drafter holds
   bool draft_news_ = false;
+  std::deque<std::vector<request_id>> asked_;  // per sync not yet answered: whose proposals it asked
   std::chrono::steady_clock::time_point last_update_;  // for the step cost (control_)
   spec_control control_;
   std::unordered_map<request_id, int64_t> spec_choice_;  // this step: drafts per request

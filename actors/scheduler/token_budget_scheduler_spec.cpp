@@ -16,12 +16,14 @@
 
 namespace troupe {
 
-draft_sync token_budget_scheduler::take_draft_sync() {
+draft_sync token_budget_scheduler::take_draft_sync(bool& blocking) {
   draft_sync s;
+  blocking = false;
   draft_news_ = false;
   s.removed = std::move(drafter_removed_);
   drafter_removed_.clear();
   const int32_t k_max = limits_.num_speculative_tokens;
+  asked_.emplace_back();
   for (const request_ptr& r : running_) {
     if (r->done || r->aborted || r->output_ids.empty() || r->fork_pending) continue;
     const int64_t known = r->num_tokens();
@@ -42,12 +44,16 @@ draft_sync token_budget_scheduler::take_draft_sync() {
     const int64_t outputs = static_cast<int64_t>(r->output_ids.size()) + r->placeholders;
     const int64_t limit = std::min<int64_t>({k_max, r->params.max_tokens - outputs - 1,
                                              limits_.max_model_len - r->num_tokens_eff() - 1});
-    r->wants_spec = false;
-    if (limit <= 0 || r->may_copy_on_write || !r->children.empty()) continue;
     // Requests the control expects no gain from do not draft (nor wait).
-    if (limits_.spec_adaptive && !control_.worth_drafting(r->id)) continue;
+    if (limit <= 0 || r->may_copy_on_write || !r->children.empty() ||
+        (limits_.spec_adaptive && !control_.worth_drafting(r->id))) {
+      r->wants_spec = false;
+      continue;
+    }
+    asked_.back().push_back(r->id);
     s.propose_ids.push_back(r->id);
     s.propose_limits.push_back(static_cast<int32_t>(limit));
+    blocking = blocking || (r->placeholders == 0 && r->inflight_tokens == 0);
     r->drafts.clear();
     r->drafts_for = -1;
   }
@@ -55,15 +61,24 @@ draft_sync token_budget_scheduler::take_draft_sync() {
 }
 
 void token_budget_scheduler::set_drafts(const draft_proposals& proposals) {
+  // The requests this answer's sync asked about: without a proposal, no
+  // match (planned ahead again); with one, a match: it waits for its tokens
+  // next time rather than be planned ahead. Answers come in sync order.
+  TROUPE_CHECK(!asked_.empty());
+  std::vector<request_id> asked = std::move(asked_.front());
+  asked_.pop_front();
+  for (request_id id : asked) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) it->second->wants_spec = false;
+  }
   for (size_t i = 0; i < proposals.ids.size(); ++i) {
     auto it = requests_.find(proposals.ids[i]);
     if (it == requests_.end() || proposals.tokens[i].empty()) continue;
     request_state& r = *it->second;
+    r.wants_spec = true;
     if (r.num_tokens_drafted != r.num_tokens()) continue;  // it has emitted since
     r.drafts = proposals.tokens[i];
     r.drafts_for = r.num_tokens();
-    // A match: wait for its tokens next time rather than plan it ahead.
-    r.wants_spec = true;
   }
 }
 
