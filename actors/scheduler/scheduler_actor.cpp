@@ -55,6 +55,10 @@ void sync_drafter(self_ptr self) {
   // no step in flight (the others' only probe for a match).
   bool wait = false;
   draft_sync sync = st.core->take_draft_sync(wait);
+  if (sync.propose_ids.empty() && sync.removed.empty()) {  // nothing the drafter needs now
+    maybe_step(self);
+    return;
+  }
   st.drafting = wait;
   self->request(st.drafter, caf::infinite, std::move(sync))
       .then([self, wait](const draft_proposals& proposals) {

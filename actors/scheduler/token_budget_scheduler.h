@@ -142,9 +142,11 @@ class token_budget_scheduler {
   // What the drafter must learn, and whose drafts to propose: decoding
   // requests the control expects a gain from (spec_control::worth_drafting),
   // each limited by max_tokens and max_model_len. `blocking`: one of them
-  // can verify drafts in the next step (no step in flight for it), so that
-  // step should wait for the proposals; the others' (a step in flight
-  // still samples their last token) only tell whether a match is there.
+  // had a match at its last probe and can verify drafts in the next step (no
+  // step in flight for it), so that step should wait for the proposals; the
+  // others' only tell whether a match is there now. Empty (the tokens kept
+  // for later) when no proposal is wanted: the drafter learns a history
+  // when it is next asked about it.
   draft_sync take_draft_sync(bool& blocking);
   // Proposals for the requests' current histories; a request that has
   // emitted tokens since (a stale proposal) ignores its own.

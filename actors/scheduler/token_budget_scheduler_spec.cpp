@@ -20,10 +20,34 @@ draft_sync token_budget_scheduler::take_draft_sync(bool& blocking) {
   draft_sync s;
   blocking = false;
   draft_news_ = false;
+  const int32_t k_max = limits_.num_speculative_tokens;
+  // Whose proposals to ask for: drafts are tokens after the last one, and
+  // emitting k + 1 tokens must stay within max_tokens and max_model_len;
+  // requests the control expects no gain from do not draft (nor wait).
+  for (const request_ptr& r : running_) {
+    if (r->done || r->aborted || r->output_ids.empty() || r->fork_pending) continue;
+    const int64_t outputs = static_cast<int64_t>(r->output_ids.size()) + r->placeholders;
+    const int64_t limit = std::min<int64_t>({k_max, r->params.max_tokens - outputs - 1,
+                                             limits_.max_model_len - r->num_tokens_eff() - 1});
+    if (limit <= 0 || r->may_copy_on_write || !r->children.empty() ||
+        (limits_.spec_adaptive && !control_.worth_drafting(r->id))) {
+      r->wants_spec = false;
+      continue;
+    }
+    s.propose_ids.push_back(r->id);
+    s.propose_limits.push_back(static_cast<int32_t>(limit));
+    // Worth waiting for: a request whose last probe found a match and whose
+    // next step can verify drafts. A request without a match is probed
+    // without holding the step (a new match is used one step later).
+    blocking = blocking || (r->wants_spec && r->placeholders == 0 && r->inflight_tokens == 0);
+    r->drafts.clear();
+    r->drafts_for = -1;
+  }
+  // Nothing to propose: the histories wait for a sync that asks (the
+  // drafter needs them only then), unless many finished requests are to go.
+  if (s.propose_ids.empty() && drafter_removed_.size() < 256) return s;
   s.removed = std::move(drafter_removed_);
   drafter_removed_.clear();
-  const int32_t k_max = limits_.num_speculative_tokens;
-  asked_.emplace_back();
   for (const request_ptr& r : running_) {
     if (r->done || r->aborted || r->output_ids.empty() || r->fork_pending) continue;
     const int64_t known = r->num_tokens();
@@ -39,24 +63,8 @@ draft_sync token_budget_scheduler::take_draft_sync(bool& blocking) {
       s.whole.push_back(0);
     }
     r->num_tokens_drafted = known;
-    // Drafts are tokens after the last one; emitting k + 1 tokens must stay
-    // within max_tokens and max_model_len.
-    const int64_t outputs = static_cast<int64_t>(r->output_ids.size()) + r->placeholders;
-    const int64_t limit = std::min<int64_t>({k_max, r->params.max_tokens - outputs - 1,
-                                             limits_.max_model_len - r->num_tokens_eff() - 1});
-    // Requests the control expects no gain from do not draft (nor wait).
-    if (limit <= 0 || r->may_copy_on_write || !r->children.empty() ||
-        (limits_.spec_adaptive && !control_.worth_drafting(r->id))) {
-      r->wants_spec = false;
-      continue;
-    }
-    asked_.back().push_back(r->id);
-    s.propose_ids.push_back(r->id);
-    s.propose_limits.push_back(static_cast<int32_t>(limit));
-    blocking = blocking || (r->placeholders == 0 && r->inflight_tokens == 0);
-    r->drafts.clear();
-    r->drafts_for = -1;
   }
+  asked_.push_back(s.propose_ids);
   return s;
 }
 
