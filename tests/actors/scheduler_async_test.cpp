@@ -68,6 +68,61 @@ TEST(scheduler_async_test, decodes_are_planned_ahead_with_the_same_outputs) {
   EXPECT_GT(ahead, 10);
 }
 
+// Speculative decoding with async scheduling: requests whose drafter has a
+// match wait for their tokens and verify drafts (right ones continue the
+// context model, every third proposal is wrong from its second token);
+// the others keep being planned ahead. Outputs equal the lockstep run
+// without speculation, and steps are still planned ahead.
+TEST(scheduler_async_test, speculation_keeps_outputs_and_plans_others_ahead) {
+  scheduler_limits l = async_limits();
+  l.eos_token_ids = {104};
+  l.num_speculative_tokens = 3;
+  l.spec_adaptive = false;
+  const workload w{{{5, 30}, {17, 40}, {3, 25}, {9, 35}, {30, 20}}};
+  std::map<request_id, result> want;
+  {
+    scheduler_limits plain = l;
+    plain.async_scheduling = false;
+    plain.num_speculative_tokens = 0;
+    harness h(plain);
+    h.worker.sample_from_context = true;
+    for (size_t i = 0; i < w.reqs.size(); ++i) {
+      ASSERT_EQ(h.add(i + 1, w.reqs[i].first, tokens(w.reqs[i].second)), "");
+    }
+    h.run_to_completion();
+    want = h.results;
+  }
+  harness h(l);
+  h.worker.sample_from_context = true;
+  int64_t proposals = 0;
+  // Requests 1 and 3 get drafts (the others' drafter finds nothing).
+  h.draft_fn = [&](request_id id, int32_t limit) {
+    std::vector<int32_t> d;
+    auto it = h.worker.requests.find(id);
+    if (id % 2 == 0 || it == h.worker.requests.end()) return d;
+    context ctx = it->second.token_ids;
+    const bool wrong = ++proposals % 3 == 0;
+    for (int32_t j = 0; j < limit; ++j) {
+      d.push_back(wrong && j == 1 ? 999 : next_of_context(ctx));
+      ctx.push_back(d.back());
+    }
+    return d;
+  };
+  for (size_t i = 0; i < w.reqs.size(); ++i) {
+    ASSERT_EQ(h.add(i + 1, w.reqs[i].first, tokens(w.reqs[i].second)), "");
+  }
+  const int64_t ahead = h.run_pipelined();
+  for (const auto& [id, r] : want) {
+    EXPECT_EQ(h.results[id].tokens, r.tokens) << "request " << id;
+    EXPECT_EQ(h.results[id].finish, r.finish) << "request " << id;
+  }
+  const engine_stats s = h.sched.stats();
+  EXPECT_GT(s.spec_num_accepted_tokens, 10);
+  EXPECT_GT(s.spec_num_draft_tokens, s.spec_num_accepted_tokens);
+  EXPECT_GT(ahead, 10);
+  h.drain_and_expect_all_blocks_free();
+}
+
 TEST(scheduler_async_test, chunked_prefills_and_prefix_caching_stay_exact) {
   scheduler_limits l = async_limits();
   l.max_num_batched_tokens = 8;  // prompts arrive in chunks beside the decodes

@@ -52,6 +52,13 @@ struct fake_worker {
     int64_t num_computed_tokens = 0;
     int64_t num_scheduled_tokens = 0;
     std::vector<fork_child> fork_children;  // this step's, sampled with its token
+    std::vector<int32_t> drafts;            // this step's draft tokens (speculative decoding)
+    // Its tokens and then its drafts: what the step's positions hold.
+    context extended() const {
+      context e = token_ids;
+      e.insert(e.end(), drafts.begin(), drafts.end());
+      return e;
+    }
   };
   int64_t block_size = 0;
   token_fn next_token = [](request_id, int64_t) { return 7; };
@@ -118,7 +125,7 @@ struct fake_worker {
     std::vector<request_id> order;
     for (const new_request_data& d : plan.new_requests) {
       held r{d.token_ids, d.num_prompt_tokens, d.seed, d.block_ids, d.num_computed_tokens,
-             d.num_scheduled_tokens, {}};
+             d.num_scheduled_tokens, {}, {}};
       EXPECT_TRUE(requests.emplace(d.id, r).second) << "new request " << d.id << " already held";
       EXPECT_TRUE(first_seed.emplace(d.id, d.seed).first->second == d.seed)
           << "request " << d.id << " came back with another seed";
@@ -139,6 +146,7 @@ struct fake_worker {
       it->second.block_ids.insert(it->second.block_ids.end(), d.new_block_ids.begin(),
                                   d.new_block_ids.end());
       it->second.num_scheduled_tokens = d.num_scheduled_tokens;
+      it->second.drafts = d.spec_token_ids;
       order.push_back(d.id);
     }
     // As each layer of the model does: every KV write of the batch, then
@@ -159,15 +167,16 @@ struct fake_worker {
         EXPECT_TRUE(owned != nullptr && *owned == r.block_ids) << "block table of " << id;
       }
       const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
+      const context ext = r.extended();
       EXPECT_GT(r.num_scheduled_tokens, 0);
-      EXPECT_LE(end, static_cast<int64_t>(r.token_ids.size()));
+      EXPECT_LE(end, static_cast<int64_t>(ext.size()));
       EXPECT_LE(end, static_cast<int64_t>(r.block_ids.size()) * block_size);
-      if (end > static_cast<int64_t>(r.token_ids.size()) ||
+      if (end > static_cast<int64_t>(ext.size()) ||
           end > static_cast<int64_t>(r.block_ids.size()) * block_size) {
         return {};
       }
       for (int64_t p = r.num_computed_tokens; p < end; ++p) {
-        context content(r.token_ids.begin(), r.token_ids.begin() + p + 1);
+        context content(ext.begin(), ext.begin() + p + 1);
         check_overwrite(id, slot(r, p), content);
         kv[slot(r, p)] = std::move(content);
       }
@@ -180,19 +189,32 @@ struct fake_worker {
     for (request_id id : order) {
       held& r = requests.at(id);
       const int64_t end = r.num_computed_tokens + r.num_scheduled_tokens;
-      const context* last = nullptr;
+      const context ext = r.extended();
+      const auto k = static_cast<int64_t>(r.drafts.size());
+      std::vector<const context*> read(static_cast<size_t>(end), nullptr);
       for (int64_t p = 0; p < end; ++p) {  // the whole context attention would read
         auto it = kv.find(slot(r, p));
         const bool ok = it != kv.end() && static_cast<int64_t>(it->second.size()) == p + 1 &&
-                        std::equal(it->second.begin(), it->second.end(), r.token_ids.begin());
+                        std::equal(it->second.begin(), it->second.end(), ext.begin());
         EXPECT_TRUE(ok) << "request " << id << " position " << p << " lost its KV";
-        if (it != kv.end()) last = &it->second;
+        if (it != kv.end()) read[static_cast<size_t>(p)] = &it->second;
       }
+      const context* last = end > 0 ? read[static_cast<size_t>(end - 1)] : nullptr;
       sampled_output s;
       s.id = id;
-      if (end == static_cast<int64_t>(r.token_ids.size())) {
-        s.token_ids = {sample_from_context ? (last ? next_of_context(*last) : 0)
-                                           : next_token(id, end - r.num_prompt_tokens)};
+      int64_t accepted = 0;
+      if (end == static_cast<int64_t>(ext.size())) {
+        // One sample after the last token and after each draft; the drafts
+        // are kept while they equal the samples (the worker's rule).
+        for (int64_t j = 0; j <= k; ++j) {
+          const int64_t p = end - 1 - k + j;
+          const context* c = p >= 0 ? read[static_cast<size_t>(p)] : nullptr;
+          s.token_ids.push_back(sample_from_context ? (c ? next_of_context(*c) : 0)
+                                                    : next_token(id, p + 1 - r.num_prompt_tokens));
+          if (j < k && s.token_ids.back() != r.drafts[static_cast<size_t>(j)]) break;
+          if (j < k) ++accepted;
+        }
+        s.num_draft_tokens = static_cast<int32_t>(k);
       }
       // Parallel samples: their first token from the same logits (the same
       // context), as the worker's fork_samples.
@@ -205,9 +227,13 @@ struct fake_worker {
       }
       r.fork_children.clear();
       out.outputs.push_back(s);
-      r.num_computed_tokens = end;
+      r.num_computed_tokens = end - (k - accepted);
       r.num_scheduled_tokens = 0;
-      if (!s.token_ids.empty()) r.token_ids.push_back(s.token_ids[0]);
+      r.token_ids.insert(r.token_ids.end(), s.token_ids.begin(), s.token_ids.end());
+      r.drafts.clear();
+      // Rejected drafts: the blocks past the verified tokens are given back.
+      const int64_t keep = (r.num_computed_tokens + block_size - 1) / block_size;
+      if (static_cast<int64_t>(r.block_ids.size()) > keep) r.block_ids.resize(static_cast<size_t>(keep));
     }
     return out;
   }
@@ -246,9 +272,23 @@ class harness {
       }
     }
     int64_t free_after_frees = ledger.pool().num_blocks_free();
+    // Rollbacks (rejected drafts) come first: the blocks past each one's
+    // verified tokens go.
+    std::unordered_map<request_id, size_t> kept;
+    for (const kv_rollback& rb : txn.rollbacks) {
+      const std::vector<int32_t>* b = ledger.blocks_of(rb.id);
+      if (b == nullptr) continue;
+      const auto keep = static_cast<size_t>((rb.num_tokens + limits.block_size - 1) / limits.block_size);
+      for (size_t i = keep; i < b->size(); ++i) free_after_frees += --holders[(*b)[i]] == 0;
+      kept[rb.id] = std::min(keep, b->size());
+    }
+    auto size_of = [&](request_id id, const std::vector<int32_t>& b) {
+      auto it = kept.find(id);
+      return it == kept.end() ? b.size() : it->second;
+    };
     auto release = [&](request_id id) {
       if (const std::vector<int32_t>* b = ledger.blocks_of(id)) {
-        for (int32_t block : *b) free_after_frees += --holders[block] == 0;
+        for (size_t i = 0; i < size_of(id, *b); ++i) free_after_frees += --holders[(*b)[i]] == 0;
       }
     };
     for (request_id id : txn.swap_out_ids) release(id);
@@ -258,10 +298,10 @@ class harness {
     int64_t planned = 0;
     for (const kv_grow& g : txn.grows) {
       auto parent = forked_from.find(g.id);
-      const std::vector<int32_t>* b =
-          ledger.blocks_of(parent == forked_from.end() ? g.id : parent->second);
+      const request_id owner = parent == forked_from.end() ? g.id : parent->second;
+      const std::vector<int32_t>* b = ledger.blocks_of(owner);
       const int64_t needed = (g.num_tokens_after + limits.block_size - 1) / limits.block_size;
-      planned += std::max<int64_t>(0, needed - (b ? static_cast<int64_t>(b->size()) : 0));
+      planned += std::max<int64_t>(0, needed - (b ? static_cast<int64_t>(size_of(owner, *b)) : 0));
     }
     const int64_t grows = planned;
     for (const kv_admit& a : txn.admits) {
@@ -351,7 +391,27 @@ class harness {
     return ahead;
   }
 
+  // Speculative decoding: what the drafter would be told, answered with
+  // draft_fn's proposals (none without it).
+  std::function<std::vector<int32_t>(request_id, int32_t limit)> draft_fn;
+  void offer_drafts() {
+    if (limits.num_speculative_tokens <= 0 || !draft_fn) return;
+    bool blocking = false;
+    const draft_sync s = sched.take_draft_sync(blocking);
+    if (s.propose_ids.empty() && s.removed.empty()) return;
+    draft_proposals p;
+    for (size_t i = 0; i < s.propose_ids.size(); ++i) {
+      std::vector<int32_t> d = draft_fn(s.propose_ids[i], s.propose_limits[i]);
+      EXPECT_LE(static_cast<int64_t>(d.size()), s.propose_limits[i]);
+      if (d.empty()) continue;
+      p.ids.push_back(s.propose_ids[i]);
+      p.tokens.push_back(std::move(d));
+    }
+    sched.set_drafts(p);
+  }
+
   step_plan commit_step(const hooks& h) {
+    offer_drafts();
     const kv_transaction txn = sched.schedule();
     if (h.after_schedule) h.after_schedule();
     collect();
@@ -383,6 +443,7 @@ class harness {
     sched.update(out);
     collect();
     ++num_steps;
+    num_drafts_accepted_total += count_accepted(out);
   }
 
   void run_to_completion() {
@@ -414,6 +475,14 @@ class harness {
     }
   }
 
+  static int64_t count_accepted(const step_output& out) {
+    int64_t n = 0;
+    for (const sampled_output& o : out.outputs) {
+      if (o.num_draft_tokens > 0) n += static_cast<int64_t>(o.token_ids.size()) - 1;
+    }
+    return n;
+  }
+  int64_t num_drafts_accepted_total = 0;
   scheduler_limits limits;
   token_budget_scheduler sched;
   kv_ledger ledger;

@@ -7,7 +7,8 @@
 // block holders and free counts: check_invariants), the fake worker finds
 // every token's KV where it belongs, and at the end every request that was
 // not aborted generated exactly what a model reading its KV would, and every
-// block is free again.
+// block is free again. A quarter of the cases speculate (random drafts, right
+// and wrong): rejected drafts' slots are rolled back, no stale KV is read.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -26,6 +27,7 @@ struct random_case {
   bool prefix_caching = false;
   bool chunked = true;
   int64_t swap_blocks = 0;
+  bool spec = false;  // speculative decoding: random drafts, right and wrong
 };
 
 // One API request: n samples of one prompt (forks of the first), or several
@@ -38,6 +40,23 @@ class random_driver {
  public:
   random_driver(const random_case& c, scheduler_limits l) : rng_(c.seed), h_(l) {
     h_.worker.sample_from_context = true;
+    if (c.spec) {
+      // Drafts that continue the history as the model would, corrupted at a
+      // random position half the time: accepted, partly accepted, rejected.
+      h_.draft_fn = [this](request_id id, int32_t limit) {
+        std::vector<int32_t> d;
+        auto it = h_.worker.requests.find(id);
+        if (it == h_.worker.requests.end()) return d;
+        context ctx = it->second.token_ids;
+        const int k = pick(1, limit);
+        const int wrong = pick(0, 1) == 0 ? pick(0, k - 1) : k;
+        for (int j = 0; j < k; ++j) {
+          d.push_back(j == wrong ? 999 : next_of_context(ctx));
+          ctx.push_back(d.back());
+        }
+        return d;
+      };
+    }
   }
 
   void add_api_request() {
@@ -152,7 +171,7 @@ scheduler_limits random_limits(const random_case& c, std::mt19937_64& rng) {
 }
 
 TEST(scheduler_random_test, forks_aborts_preemptions_and_swaps_keep_every_invariant) {
-  int64_t preemptions = 0, swaps = 0, checks = 0;
+  int64_t preemptions = 0, swaps = 0, checks = 0, drafts = 0, accepted = 0;
   // SCHED_RANDOM_SEED=N runs that case alone (to debug it);
   // SCHED_RANDOM_CASES=N runs N cases instead of 48 (a longer search).
   const char* only = std::getenv("SCHED_RANDOM_SEED");
@@ -165,8 +184,13 @@ TEST(scheduler_random_test, forks_aborts_preemptions_and_swaps_keep_every_invari
     c.prefix_caching = seed % 2 == 0;
     c.chunked = seed % 5 != 0;
     c.swap_blocks = seed % 3 == 0 ? 24 : 0;
+    c.spec = seed % 4 == 1;
     std::mt19937_64 rng(seed * 7919);
-    const scheduler_limits l = random_limits(c, rng);
+    scheduler_limits l = random_limits(c, rng);
+    if (c.spec) {
+      l.num_speculative_tokens = 3;
+      l.spec_adaptive = false;  // every proposed draft verified
+    }
     SCOPED_TRACE("seed " + std::to_string(seed) + ", max_num_seqs " +
                  std::to_string(l.max_num_seqs) + ", budget " +
                  std::to_string(l.max_num_batched_tokens) + ", blocks " +
@@ -179,11 +203,15 @@ TEST(scheduler_random_test, forks_aborts_preemptions_and_swaps_keep_every_invari
     preemptions += s.num_preemptions;
     swaps += s.num_swap_outs;
     checks += d.num_checks();
+    drafts += s.spec_num_draft_tokens;
+    accepted += s.spec_num_accepted_tokens;
   }
   // The cases must reach what they claim to test.
   if (only != nullptr) return;
   EXPECT_GT(preemptions, 50);
   EXPECT_GT(swaps, 10);
+  EXPECT_GT(accepted, 100);             // drafts kept,
+  EXPECT_GT(drafts - accepted, 100);    // and rolled back
   EXPECT_GT(checks, static_cast<int64_t>(num_cases) * 150);
 }
 
