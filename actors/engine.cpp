@@ -75,24 +75,22 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   type = cuda_compute_type(config, model);
 #ifdef TROUPE_HAVE_CUDA
   auto backend = std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens);
-  // Decode attention's split-KV partials: reserved before any forward pass.
-  backend->reserve_attention_workspace(limits.max_num_seqs, model.num_attention_heads,
-                                       model.head_dim);
-  // The sampler's buffers at their steady-state sizes, so that growing one
-  // (which waits for the stream) never happens in the middle of serving.
-  // A step samples one row per sequence, and one more per draft token it
-  // verifies (speculative decoding), within the token budget.
-  const int64_t sampled_rows =
-      std::max(limits.max_num_seqs, std::min(limits.max_num_batched_tokens,
-                                             limits.max_num_seqs * (1 + limits.num_speculative_tokens)));
-  backend->reserve_sampling(model_runner::logits_chunk_rows, sampled_rows, model.vocab_size);
-  // The pinned staging of a step's inputs, at the largest step's size (plus
-  // the sampler's parameters), so that no page-locked allocation (an
-  // implicit synchronisation) happens while serving.
   runner_limits step_limits;
   step_limits.max_num_batched_tokens = limits.max_num_batched_tokens;
   step_limits.max_num_seqs = limits.max_num_seqs;
   step_limits.max_model_len = limits.max_model_len;
+  step_limits.num_speculative_tokens = limits.num_speculative_tokens;
+  // A step's attention sequences: its sequences, or a verify step's tokens
+  // (speculative decoding), each sampled once.
+  const int64_t attention_seqs = model_runner::max_attention_seqs(step_limits);
+  // Decode attention's split-KV partials: reserved before any forward pass.
+  backend->reserve_attention_workspace(attention_seqs, model.num_attention_heads, model.head_dim);
+  // The sampler's buffers at their steady-state sizes, so that growing one
+  // (which waits for the stream) never happens in the middle of serving.
+  backend->reserve_sampling(model_runner::logits_chunk_rows, attention_seqs, model.vocab_size);
+  // The pinned staging of a step's inputs, at the largest step's size (plus
+  // the sampler's parameters), so that no page-locked allocation (an
+  // implicit synchronisation) happens while serving.
   step_limits.block_size = limits.block_size;
   backend->reserve_staging(model_runner::input_bytes(step_limits) + (size_t{1} << 20));
   return std::unique_ptr<ops>(std::move(backend));
@@ -151,6 +149,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
     planned.max_num_seqs = limits.max_num_seqs;
     planned.max_model_len = limits.max_model_len;
     planned.block_size = limits.block_size;
+    planned.num_speculative_tokens = limits.num_speculative_tokens;
     // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
     // graphs and the start-up tuning's scratch (the sampler's buffers are
     // reserved before free_before: already counted).
@@ -181,14 +180,8 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   if (!config.enforce_eager) {
     const auto capture_start = std::chrono::steady_clock::now();
     if (const int64_t n = runner->capture_graphs(); n > 0) {
-      const auto& verify = runner->verify_graph_sizes();
-      log->info("captured {} CUDA graphs for decode batches of {}..{} sequences{} in {:.2f} s", n,
+      log->info("captured {} CUDA graphs for decode batches of {}..{} sequences in {:.2f} s", n,
                 runner->graph_sizes().front(), runner->graph_sizes().back(),
-                verify.empty() ? std::string()
-                               : fmt::format(" and speculative verification of {}..{} sequences "
-                                             "x {} tokens",
-                                             verify.front(), verify.back(),
-                                             1 + limits.num_speculative_tokens),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_start).count());
       // The summary at info, each shape's timings at debug.
       if (const std::string tuned = runner->tuning_report(); !tuned.empty()) {

@@ -30,8 +30,14 @@ sampler_row sampler_row_for(const sampling_params& p, uint64_t seed) {
 
 }  // namespace
 
+int64_t model_runner::max_attention_seqs(const runner_limits& limits) {
+  return std::max(limits.max_num_seqs,
+                  std::min(limits.max_num_batched_tokens,
+                           limits.max_num_seqs * (1 + limits.num_speculative_tokens)));
+}
+
 int64_t model_runner::input_bytes(const runner_limits& limits) {
-  const int64_t t = limits.max_num_batched_tokens, s = limits.max_num_seqs;
+  const int64_t t = limits.max_num_batched_tokens, s = max_attention_seqs(limits);
   const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
   const int64_t ints = 4 * t + (s + 1) + s + s * max_blocks;  // as allocated below
   return ints * 4;
@@ -59,7 +65,7 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
     }
   }
   const int64_t t = limits.max_num_batched_tokens;
-  const int64_t s = limits.max_num_seqs;
+  const int64_t s = max_attention_seqs(limits);
   const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
   token_ids_dev_ = ops_->alloc_ints(t);
   positions_dev_ = ops_->alloc_ints(t);
@@ -103,6 +109,8 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     r.drafts = d.spec_token_ids;
     TROUPE_CHECK_MSG(r.drafts.empty() || r.pending_tokens == 0,
                      "draft tokens for a request whose last token is not back");
+    TROUPE_CHECK_MSG(static_cast<int64_t>(r.drafts.size()) <= limits_.num_speculative_tokens,
+                     "more draft tokens than num_speculative_tokens");
     order.push_back(d.id);
   }
 }
@@ -162,23 +170,15 @@ void model_runner::build_batch(const std::vector<request_id>& order, host_batch&
       batch.slot_mapping.push_back(block * static_cast<int32_t>(limits_.block_size) +
                                    static_cast<int32_t>(p % limits_.block_size));
     }
-    // Verify graphs: pad tokens after the real ones (no KV written; only
-    // they can see the positions they occupy).
-    const int64_t pads = batch.pad_query_to > 0 ? batch.pad_query_to - r.num_scheduled_tokens : 0;
-    for (int64_t j = 0; j < pads; ++j) {
-      batch.token_ids.push_back(0);
-      batch.positions.push_back(static_cast<int32_t>(end + j));
-      batch.slot_mapping.push_back(-1);
-    }
     batch.query_start_loc.push_back(static_cast<int32_t>(batch.token_ids.size()));
-    batch.seq_lens.push_back(static_cast<int32_t>(end + pads));
+    batch.seq_lens.push_back(static_cast<int32_t>(end));
     for (int64_t b = 0; b < batch.max_blocks; ++b) {
       batch.block_tables.push_back(b < static_cast<int64_t>(r.block_ids.size())
                                        ? r.block_ids[static_cast<size_t>(b)]
                                        : 0);
     }
-    batch.max_query_len = std::max(batch.max_query_len, r.num_scheduled_tokens + pads);
-    batch.max_seq_len = std::max(batch.max_seq_len, end + pads);
+    batch.max_query_len = std::max(batch.max_query_len, r.num_scheduled_tokens);
+    batch.max_seq_len = std::max(batch.max_seq_len, end);
     add_logit_rows(r, i, first_row, batch);
   }
 }
@@ -196,7 +196,7 @@ void model_runner::upload_if_changed(const std::vector<int32_t>& host, int32_t* 
 forward_inputs model_runner::upload(const host_batch& batch) {
   const int64_t n = static_cast<int64_t>(batch.token_ids.size());
   const int64_t s = static_cast<int64_t>(batch.seq_lens.size());
-  TROUPE_CHECK(n <= limits_.max_num_batched_tokens && s <= limits_.max_num_seqs);
+  TROUPE_CHECK(n <= limits_.max_num_batched_tokens && s <= max_attention_seqs(limits_));
   // Each upload is a copy the GPU runs between steps: a decode step of
   // requests whose every token is still being sampled (placeholders,
   // written on the device by gather_sampled) needs no token ids, and
@@ -456,17 +456,16 @@ void model_runner::launch(const step_plan& plan) {
   step.drafts.resize(step.order.size());
   if (!step.order.empty()) {
     host_batch batch;
-    batch.pad_query_to = verify_query_len(step.order);
     build_batch(step.order, batch);
+    if (is_verify_step(step.order)) attend_per_token(batch);
     for (const logit_row& row : batch.logit_rows) {
       if (row.prompt_target < 0) step.samples[row.batch_index] = true;
     }
     if (const int64_t graph = graph_size_for(batch); graph > 0) {
-      const int64_t query_len = batch.max_query_len;
-      pad_for_graph(batch, graph, query_len);
+      pad_for_graph(batch, graph);
       const forward_inputs in = upload(batch);
       if (graphs_replay_) {
-        ops_->launch_graph(graph_key(graph, query_len));
+        ops_->launch_graph(graph);
         model_->replayed(in.num_tokens);
       } else {
         model_->forward(in, kv_cache_);

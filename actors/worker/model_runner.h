@@ -28,7 +28,7 @@ struct runner_limits {
   int64_t block_size = 16;
   int64_t num_blocks = 0;  // including the null block 0
   int64_t num_cpu_blocks = 0;  // swap space, excluding its reserved block 0
-  int64_t num_speculative_tokens = 0;  // K: verify steps get graphs of K + 1 tokens a sequence
+  int64_t num_speculative_tokens = 0;  // K: a verify step has up to K + 1 tokens a sequence
 };
 
 class model_runner {
@@ -38,6 +38,9 @@ class model_runner {
   // Logs the device timeline (busy and idle time across steps), if any.
   ~model_runner();
 
+  // Attention "sequences" a step may have: its sequences, or with
+  // speculative decoding each token of a verify step (see launch).
+  static int64_t max_attention_seqs(const runner_limits& limits);
   // Bytes of backend memory the constructor allocates besides the KV cache
   // (index arrays and the logits chunk): the memory plan reserves them.
   static int64_t buffer_bytes(const runner_limits& limits, int64_t vocab_size);
@@ -74,19 +77,17 @@ class model_runner {
   // 0, one key from the null block, KV writes skipped) and the bucket's
   // graph replays the forward pass with the attention shape fixed at
   // capture (block tables of max_model_len, split count for max_model_len).
-  // With speculative decoding (K > 0), verify steps (every sequence a
-  // decode, some with drafts) get graphs too, for buckets of up to
-  // max_verify_graph_batch sequences of K + 1 tokens each: a sequence with
-  // fewer drafts is padded with tokens whose KV is not written (slot -1),
-  // placed after its real ones so that no real token attends to them.
+  // A verify step (speculative decoding: every sequence a decode, some
+  // with drafts) runs as a decode of its tokens: each token attends as a
+  // sequence of its own over its sequence's blocks up to its position (the
+  // decode kernel, split over the keys), so it replays the graph of its
+  // token count.
   // Returns the number of graphs captured (0 where the backend has none).
   // With TROUPE_DEBUG_PAD_DECODE=1 in the environment, backends without
   // graphs pad the same way and run the padded batch eagerly (the tests
   // check the padding on the CPU).
   int64_t capture_graphs();
-  static constexpr int64_t max_verify_graph_batch = 64;
   const std::vector<int64_t>& graph_sizes() const { return graph_sizes_; }
-  const std::vector<int64_t>& verify_graph_sizes() const { return verify_graph_sizes_; }
   std::string tuning_report() const { return ops_->tuning_report(); }
 
   size_t num_requests() const { return requests_.size(); }
@@ -122,7 +123,6 @@ class model_runner {
     std::vector<logit_row> logit_rows;
     std::vector<int32_t> gather_rows, gather_src;  // placeholder rows and their sample index
     int64_t max_blocks = 0, max_query_len = 0, max_seq_len = 0;
-    int64_t pad_query_to = 0;  // > 0: every sequence padded to this many tokens (verify graphs)
   };
   // A sampled job of a launched step and where its result goes.
   struct job_ref {
@@ -148,15 +148,14 @@ class model_runner {
   void build_batch(const std::vector<request_id>& order, host_batch& batch);
   // The graph bucket this batch runs in, 0: eager.
   int64_t graph_size_for(const host_batch& batch) const;
-  // K + 1 when this step's batch can replay a verify graph (see
-  // capture_graphs), else 0.
-  int64_t verify_query_len(const std::vector<request_id>& order) const;
-  // Pads a batch of `query_len` tokens a sequence (1: decode; K + 1:
-  // verify) to `size` sequences with the capture-time shape.
-  void pad_for_graph(host_batch& batch, int64_t size, int64_t query_len) const;
-  static int64_t graph_key(int64_t size, int64_t query_len) {
-    return query_len == 1 ? size : query_len * 100000 + size;
-  }
+  // Whether this step verifies drafts with every sequence a decode (its
+  // last token and its drafts): then it runs as a decode of its tokens.
+  bool is_verify_step(const std::vector<request_id>& order) const;
+  // Rewrites a verify batch's attention view: one sequence per token, its
+  // length the token's position + 1, over its sequence's block table.
+  static void attend_per_token(host_batch& batch);
+  // Pads a decode batch to `size` sequences with the capture-time shape.
+  void pad_for_graph(host_batch& batch, int64_t size) const;
   void add_logit_rows(const request_state& r, size_t index, int32_t first_row,
                       host_batch& batch);
   forward_inputs upload(const host_batch& batch);
@@ -202,7 +201,6 @@ class model_runner {
   int32_t* logit_rows_dev_ = nullptr;
   std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only
-  std::vector<int64_t> verify_graph_sizes_;  // ascending, K + 1 tokens a sequence
   bool graphs_replay_ = false;        // the backend replays graphs (else: padded eager)
   std::deque<launched_step> launched_;  // launched, not finished (oldest first)
   int64_t next_seq_ = 0;

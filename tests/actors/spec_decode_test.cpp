@@ -46,6 +46,7 @@ std::unique_ptr<model_runner> make_runner(int64_t num_blocks) {
   rl.max_model_len = 256;
   rl.block_size = block_size;
   rl.num_blocks = num_blocks;
+  rl.num_speculative_tokens = 4;
   auto model = llama_model::create(cfg.value(), *backend, source, rl.max_num_batched_tokens,
                                    rl.max_model_len);
   EXPECT_TRUE(static_cast<bool>(model));

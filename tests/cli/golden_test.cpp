@@ -150,7 +150,7 @@ TEST_P(golden, preemption_by_recompute_keeps_results) {
 // prefill, prefix caching and async scheduling on, the goodput control off
 // (every draft verified) and on, in batches mixing requests that verify
 // drafts with requests that do not, with a small KV cache, and padded to
-// the verify graphs' shape.
+// the decode graphs' buckets.
 TEST_P(golden, speculative_decoding_keeps_greedy_results) {
   const std::vector<std::string> spec = {
       "--speculative-config",
@@ -172,8 +172,8 @@ TEST_P(golden, speculative_decoding_keeps_greedy_results) {
   err = run_batched(GetParam(), with({"--num-gpu-blocks-override", "40", "--max-model-len", "560",
                                       "--max-num-batched-tokens", "64", "--max-num-seqs", "8"}));
   EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
-  // Verify steps padded to the CUDA-graph shape (K + 1 tokens a sequence,
-  // pad tokens unwritten), run eagerly here.
+  // Verify steps as decodes of their tokens (one attention sequence a
+  // token), padded to the CUDA-graph buckets, run eagerly here.
   setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);
   err = run_batched(GetParam(), with({"--max-num-seqs", "16"}));
   EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
