@@ -7,7 +7,7 @@
 # float32. bfloat16 may differ (a verify pass and a decode pass round
 # differently; a near-tie can flip): the goldens' rule (scripts/gpu_golden.py,
 # the same tolerance as scripts/gpu-check.sh) is then checked with
-# speculation on, verify graphs included.
+# speculation on (verify steps replaying the decode graphs).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/gpu-spec-check}

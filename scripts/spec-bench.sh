@@ -6,7 +6,7 @@
 #      for K = 1..8 with the control off (TROUPE_SPEC_CONTROL=0), with the
 #      acceptance rate of each;
 #   2. batch 64 on `random` prompts (no useful matches): without, and with
-#      speculation (control on; prompt_lookup_min 1 so that drafts do occur).
+#      speculation (control on and off; prompt_lookup_min 1, the most matches).
 # Every row is one `troupe bench throughput` run in the same session.
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/spec-bench.sh [OUT_DIR]   # there
