@@ -16,8 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/gpu-check}
 mkdir -p "$out"
-[[ -d build-device ]] || tar -xJf build-device.tar.xz
-export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/device-env.sh
 export TROUPE_TEST_DATA=$PWD/tests/data
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"

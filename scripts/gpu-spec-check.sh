@@ -12,8 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/gpu-spec-check}
 mkdir -p "$out"
-[[ -d build-device ]] || tar -xJf build-device.tar.xz
-export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/device-env.sh
 bin=build-device/bin/troupe
 spec='{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":1,"prompt_lookup_max":3}'
 status=0

@@ -14,8 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/spec-bench}
 mkdir -p "$out"
-[[ -d build-device ]] || tar -xJf build-device.tar.xz
-export LD_LIBRARY_PATH=$PWD/build-device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source scripts/device-env.sh
 bin=build-device/bin/troupe
 model=${MODEL:-examples/models/llama-3.1-8b}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
