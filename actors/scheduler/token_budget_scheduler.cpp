@@ -32,6 +32,9 @@ token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
   TROUPE_CHECK(limits.block_size > 0 && limits.num_blocks_usable > 0);
   stats_.num_blocks_total = limits.num_blocks_usable;
   stats_.num_cpu_blocks_total = limits.num_cpu_blocks;
+  // One counter a draft position from the start (what /metrics shows while
+  // nothing has been verified yet).
+  stats_.spec_accepted_per_pos.assign(static_cast<size_t>(std::max(limits.num_speculative_tokens, 0)), 0);
 }
 
 std::string token_budget_scheduler::add_request(request_id id, std::vector<int32_t> prompt_ids,

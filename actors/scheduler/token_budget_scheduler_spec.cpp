@@ -136,11 +136,7 @@ void token_budget_scheduler::apply_spec_result(request_state& r, int64_t num_dra
   ++stats_.spec_num_drafts;
   stats_.spec_num_draft_tokens += num_drafts;
   stats_.spec_num_accepted_tokens += num_accepted;
-  auto& per_pos = stats_.spec_accepted_per_pos;
-  if (per_pos.size() < static_cast<size_t>(limits_.num_speculative_tokens)) {
-    per_pos.resize(static_cast<size_t>(limits_.num_speculative_tokens), 0);
-  }
-  for (int64_t j = 0; j < num_accepted; ++j) ++per_pos[static_cast<size_t>(j)];
+  for (int64_t j = 0; j < num_accepted; ++j) ++stats_.spec_accepted_per_pos.at(static_cast<size_t>(j));
   control_.observe_verification(r.id, num_drafts, num_accepted);
   if (rejected == 0) return;
   // The blocks past the verified tokens held only rejected drafts: given

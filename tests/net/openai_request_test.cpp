@@ -267,6 +267,32 @@ TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
   EXPECT_TRUE(has("# TYPE troupe:num_preemptions_total counter")) << page;
 }
 
+// Speculative decoding's counters (vLLM's names), present from the start
+// when it is on (per position, one sample each) and absent when it is off.
+TEST(prometheus, spec_decode_counters_when_speculation_is_on) {
+  request_metrics m(100);
+  engine_stats s;
+  s.num_blocks_total = 11;
+  s.num_blocks_free = 10;
+  EXPECT_EQ(render_prometheus("m", s, m.snapshot()).find("spec_decode"), std::string::npos);
+  s.spec_num_drafts = 7;
+  s.spec_num_draft_tokens = 20;
+  s.spec_num_accepted_tokens = 12;
+  s.spec_accepted_per_pos = {6, 4, 2, 0};
+  const std::string page = render_prometheus("m", s, m.snapshot());
+  const auto has = [&page](const std::string& line) {
+    return page.find(line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has("# TYPE troupe:spec_decode_num_drafts_total counter")) << page;
+  EXPECT_TRUE(has(R"(troupe:spec_decode_num_drafts_total{model_name="m"} 7)")) << page;
+  EXPECT_TRUE(has(R"(troupe:spec_decode_num_draft_tokens_total{model_name="m"} 20)")) << page;
+  EXPECT_TRUE(has(R"(troupe:spec_decode_num_accepted_tokens_total{model_name="m"} 12)")) << page;
+  EXPECT_TRUE(has(R"(troupe:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 6)"))
+      << page;
+  EXPECT_TRUE(has(R"(troupe:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="3"} 0)"))
+      << page;
+}
+
 TEST(routes, api_keys_compare_whole_and_exact) {
   EXPECT_TRUE(constant_time_equals("Bearer secret", "Bearer secret"));
   EXPECT_TRUE(constant_time_equals("", ""));
