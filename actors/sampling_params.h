@@ -33,6 +33,11 @@ struct sampling_params {
   int64_t priority = 0;
 };
 
+// Whether any penalty is on (the sampler then counts the output so far).
+inline bool has_penalties(const sampling_params& p) {
+  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
+}
+
 // "" when valid, else the problem ("temperature: -1 must be >= 0").
 std::string validate_sampling_params(const sampling_params& p, int64_t vocab_size);
 

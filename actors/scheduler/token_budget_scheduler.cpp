@@ -140,14 +140,6 @@ int64_t token_budget_scheduler::expected_cached(const request_state& r) const {
   return known / limits_.block_size * limits_.block_size;
 }
 
-namespace {
-
-bool penalized(const sampling_params& p) {
-  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
-}
-
-}  // namespace
-
 bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
   if (r.aborted || r.done || r.num_tokens_eff() <= r.computed_eff()) return false;
   // Verifying drafts: its accepted count is not known yet. A drafter match:
@@ -172,7 +164,7 @@ bool token_budget_scheduler::can_schedule_ahead() const {
   // run it every other step): lockstep for those.
   for (const request_ptr& r : running_) {
     if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return false;
-    if (r->placeholders > 0 && !r->aborted && penalized(r->params)) return false;
+    if (r->placeholders > 0 && !r->aborted && has_penalties(r->params)) return false;
   }
   // Every running request that can go must fit without a preemption (the
   // order of schedule_running; priority order is kept by the last schedule).

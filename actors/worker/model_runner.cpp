@@ -240,7 +240,8 @@ sampler_row model_runner::next_token_row(const request_state& r, int32_t spec_in
   s.num_prompt_ids = r.num_prompt_tokens;
   s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
   s.num_output_ids = num_outputs;
-  if (spec_index > 0 && history != nullptr) {  // the penalties count the drafts before it
+  if (spec_index > 0 && history != nullptr && has_penalties(r.params)) {
+    // The penalties count the drafts before it.
     history->assign(s.output_ids, s.output_ids + num_outputs);
     history->insert(history->end(), r.drafts.begin(), r.drafts.begin() + spec_index);
     s.output_ids = history->data();
@@ -304,10 +305,7 @@ bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int
     histories.emplace_back();
     job.row = next_token_row(r, row.spec_index, &histories.back());
     // Penalties count the output so far: none may still be in flight.
-    const bool penalized = r.params.presence_penalty != 0.0f ||
-                           r.params.frequency_penalty != 0.0f ||
-                           r.params.repetition_penalty != 1.0f;
-    TROUPE_CHECK_MSG(!penalized || r.pending_tokens == 0,
+    TROUPE_CHECK_MSG(!has_penalties(r.params) || r.pending_tokens == 0,
                      "a penalized request was scheduled before its last token was back");
     r.last_sample_index = static_cast<int32_t>(first) + static_cast<int32_t>(jobs.size());
     jobs.push_back(job);
