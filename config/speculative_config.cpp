@@ -24,7 +24,7 @@ constexpr std::string_view supported_keys[] = {"method", "model", "num_speculati
                                                "prompt_lookup_min", "prompt_lookup_max"};
 
 // SpeculativeConfig's other user-facing fields (vLLM main): valid in vLLM,
-// not implemented here. (Its internal fields, target_model_config and the
+// rejected here as not supported by troupe. (Its internal fields, target_model_config and the
 // like, and tensor_parallel_size, which vLLM itself rejects, are unknown
 // keys here.)
 constexpr std::string_view vllm_only_keys[] = {

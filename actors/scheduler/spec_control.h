@@ -68,8 +68,6 @@ class spec_control {
   double global_acceptance() const;
   // The fitted step cost of n tokens (with drafts or not); 0 until measured.
   double step_seconds(int64_t num_tokens, bool with_drafts) const;
-  int64_t num_steps_with_drafts() const { return steps_[1]; }
-  int64_t num_steps_without() const { return steps_[0]; }
 
  private:
   struct counts {

@@ -153,8 +153,6 @@ class token_budget_scheduler {
   // Proposals for the requests' current histories; a request that has
   // emitted tokens since (a stale proposal) ignores its own.
   void set_drafts(const draft_proposals& proposals);
-  // The goodput control's model (docs/speculative_decoding.md).
-  const spec_control& control() const { return control_; }
 
  private:
   struct request_state {

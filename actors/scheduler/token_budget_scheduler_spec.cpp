@@ -21,11 +21,16 @@ draft_sync token_budget_scheduler::take_draft_sync(bool& blocking) {
   blocking = false;
   draft_news_ = false;
   const int32_t k_max = limits_.num_speculative_tokens;
+  // Decoding requests (their first token out, not waiting to fork): the
+  // drafter's histories.
+  auto decoding = [](const request_state& r) {
+    return !r.done && !r.aborted && !r.output_ids.empty() && !r.fork_pending;
+  };
   // Whose proposals to ask for: drafts are tokens after the last one, and
   // emitting k + 1 tokens must stay within max_tokens and max_model_len;
   // requests the control expects no gain from do not draft (nor wait).
   for (const request_ptr& r : running_) {
-    if (r->done || r->aborted || r->output_ids.empty() || r->fork_pending) continue;
+    if (!decoding(*r)) continue;
     const int64_t outputs = static_cast<int64_t>(r->output_ids.size()) + r->placeholders;
     const int64_t limit = std::min<int64_t>({k_max, r->params.max_tokens - outputs - 1,
                                              limits_.max_model_len - r->num_tokens_eff() - 1});
@@ -49,7 +54,7 @@ draft_sync token_budget_scheduler::take_draft_sync(bool& blocking) {
   s.removed = std::move(drafter_removed_);
   drafter_removed_.clear();
   for (const request_ptr& r : running_) {
-    if (r->done || r->aborted || r->output_ids.empty() || r->fork_pending) continue;
+    if (!decoding(*r)) continue;
     const int64_t known = r->num_tokens();
     if (r->num_tokens_drafted < 0) {
       s.ids.push_back(r->id);

@@ -179,7 +179,9 @@ void token_budget_scheduler::update(const step_output& output) {
       r->spec_inflight = false;
       auto out = by_id.find(r->id);
       if (out != by_id.end() && !r->aborted && !r->done) {
-        TROUPE_CHECK(!out->second->token_ids.empty());
+        TROUPE_CHECK_MSG(!out->second->token_ids.empty() &&
+                             out->second->num_draft_tokens == rec.drafts[k],
+                         "the worker verified other drafts than the plan carried");
         apply_spec_result(*r, rec.drafts[k],
                           static_cast<int64_t>(out->second->token_ids.size()) - 1);
       }

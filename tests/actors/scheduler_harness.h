@@ -443,7 +443,6 @@ class harness {
     sched.update(out);
     collect();
     ++num_steps;
-    num_drafts_accepted_total += count_accepted(out);
   }
 
   void run_to_completion() {
@@ -475,14 +474,6 @@ class harness {
     }
   }
 
-  static int64_t count_accepted(const step_output& out) {
-    int64_t n = 0;
-    for (const sampled_output& o : out.outputs) {
-      if (o.num_draft_tokens > 0) n += static_cast<int64_t>(o.token_ids.size()) - 1;
-    }
-    return n;
-  }
-  int64_t num_drafts_accepted_total = 0;
   scheduler_limits limits;
   token_budget_scheduler sched;
   kv_ledger ledger;
