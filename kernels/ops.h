@@ -174,6 +174,15 @@ class ops {
   virtual void allow_tuning(bool /*on*/) {}
   // What tuning chose, for the start-up log (empty: nothing tuned).
   virtual std::string tuning_report() const { return {}; }
+  // While on, a product's row is computed in the same order of sums
+  // whatever the number of rows in the product, up to the backend's small
+  // batches (cuda: one GEMV summation order, never cuBLAS, for 1-8 rows),
+  // so a token's hidden state does not depend on how many rows share its
+  // step. The runner turns it on with speculative decoding when asked
+  // (TROUPE_SPEC_CONSISTENT_ROWS=1): a verify step (K + 1 rows a sequence)
+  // then computes what K + 1 decode steps would, bit for bit
+  // (docs/speculative_decoding.md). Set before the warm-up.
+  virtual void keep_rows_consistent(bool /*on*/) {}
 
   // Steps, numbered by the caller 0, 1, 2, ...: at most two launched and
   // not yet ended (async scheduling launches step k + 1 before it ends step

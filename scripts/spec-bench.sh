@@ -6,7 +6,14 @@
 #      for K = 1..8 with the control off (TROUPE_SPEC_CONTROL=0), with the
 #      acceptance rate of each;
 #   2. batch 64 on `random` prompts (no useful matches): without, and with
-#      speculation (control on and off; prompt_lookup_min 1, the most matches).
+#      speculation (control on and off; prompt_lookup_min 1, the most matches);
+#   3. what keeping a verify step's rows consistent with decode's costs
+#      (TROUPE_SPEC_CONSISTENT_ROWS=1: ops::keep_rows_consistent): batch 1
+#      as in 1, batch 1 on `random` prompts (no matches: the control keeps
+#      to plain decodes, of one row) and batch 4 on `random` prompts
+#      (decodes of four rows), each without speculation, with it, and with
+#      it and consistent rows.
+# SECTIONS="1 3" runs some of them (default: all).
 # Every row is one `troupe bench throughput` run in the same session.
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/spec-bench.sh [OUT_DIR]   # there
@@ -34,15 +41,34 @@ spec() { echo "{\"method\":\"ngram\",\"num_speculative_tokens\":$1,\"prompt_look
 {
   echo "| run | output tokens/s | acceptance | mean acceptance length | log |"
   echo "| --- | --- | --- | --- | --- |"
+  sections=" ${SECTIONS:-1 2 3} "
+  if [[ $sections == *" 1 "* ]]; then
   row b1_off "" "${b1[@]}"
   row b1_spec_k4_control "" "${b1[@]}" --speculative-config "$(spec 4)"
   for k in 1 2 3 4 5 6 7 8; do
     row "b1_spec_k${k}_fixed" "TROUPE_SPEC_CONTROL=0" "${b1[@]}" --speculative-config "$(spec $k)"
   done
   row b1_off_again "" "${b1[@]}"
+  fi
+  if [[ $sections == *" 2 "* ]]; then
   b64=(--dataset random --num-prompts 64 --input-len 1024 --output-len 256 --max-num-seqs 64)
   row b64_random_off "" "${b64[@]}"
   row b64_random_spec_k4_control "" "${b64[@]}" --speculative-config "$(spec 4 1 3)"
   row b64_random_spec_k4_fixed "TROUPE_SPEC_CONTROL=0" "${b64[@]}" --speculative-config "$(spec 4 1 3)"
   row b64_random_off_again "" "${b64[@]}"
+  fi
+  if [[ $sections == *" 3 "* ]]; then
+  c=TROUPE_SPEC_CONSISTENT_ROWS=1
+  row b1_spec_k4_control "" "${b1[@]}" --speculative-config "$(spec 4)"
+  row b1_spec_k4_control_consistent_rows "$c" "${b1[@]}" --speculative-config "$(spec 4)"
+  b1r=(--dataset random --num-prompts 1 --input-len 1024 --output-len 512)
+  row b1_random_off "" "${b1r[@]}"
+  row b1_random_spec_k4_control "" "${b1r[@]}" --speculative-config "$(spec 4 1 3)"
+  row b1_random_spec_k4_control_consistent_rows "$c" "${b1r[@]}" --speculative-config "$(spec 4 1 3)"
+  b4=(--dataset random --num-prompts 16 --input-len 1024 --output-len 256 --max-num-seqs 4)
+  row b4_random_off "" "${b4[@]}"
+  row b4_random_spec_k4_control "" "${b4[@]}" --speculative-config "$(spec 4 1 3)"
+  row b4_random_spec_k4_control_consistent_rows "$c" "${b4[@]}" --speculative-config "$(spec 4 1 3)"
+  row b4_random_off_again "" "${b4[@]}"
+  fi
 } | tee "$out/spec.md"

@@ -78,6 +78,15 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   logits_host_.resize(static_cast<size_t>(logits_.numel()));
   const char* accept_all = std::getenv("TROUPE_DEBUG_SPEC_ACCEPT_ALL");
   debug_accept_all_ = accept_all != nullptr && std::strcmp(accept_all, "1") == 0;
+  // TROUPE_SPEC_CONSISTENT_ROWS=1 with speculation: a verify step's rows
+  // computed as decode steps of up to 8 rows compute them, so that greedy
+  // bf16 outputs one request at a time do not change with speculation; it
+  // costs batch-1 speed (docs/speculative_decoding.md), so it is opt-in.
+  const char* consistent = std::getenv("TROUPE_SPEC_CONSISTENT_ROWS");
+  if (limits.num_speculative_tokens > 0 && consistent != nullptr &&
+      std::strcmp(consistent, "1") == 0) {
+    ops_->keep_rows_consistent(true);
+  }
 }
 
 void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& order) {

@@ -1,7 +1,8 @@
 // cuda_ops' dense products: cuBLAS, or for decode shapes of up to
 // cuda::gemv_max_rows rows the GEMV kernel (gated_linear: the GEMV-GLU,
 // with SiLU-and-mul fused) where start-up tuning found it faster and equal
-// (docs/gpu.md, "Decode products").
+// (docs/gpu.md, "Decode products"); with keep_rows_consistent, always a
+// GEMV variant without a split for those shapes.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +29,14 @@ void cuda_ops::allow_tuning(bool on) {
   }
 }
 
+void cuda_ops::keep_rows_consistent(bool on) {
+  impl& m = *impl_;
+  // Variant 0 of both tables, the untuned choice, sums a row without a split.
+  TROUPE_CHECK(cuda::gemv_variant_split(0) == 1 && cuda::gemv_glu_variant_split(0) == 1);
+  if (on != m.rows_consistent) m.gemm_choices.clear();  // chosen under the other rule
+  m.rows_consistent = on;
+}
+
 std::string cuda_ops::tuning_report() const {
   const impl& m = *impl_;
   if (m.tuning_lines.empty()) return {};
@@ -39,7 +48,8 @@ std::string cuda_ops::tuning_report() const {
                   " shapes timed in " + std::to_string(static_cast<int>(m.tuning_ms)) +
                   " ms, GEMV kept for " + std::to_string(gemv) + ", GEMV-GLU for " +
                   std::to_string(glu) + ", cuBLAS for " +
-                  std::to_string(m.gemm_choices.size() - gemv - glu);
+                  std::to_string(m.gemm_choices.size() - gemv - glu) +
+                  (m.rows_consistent ? " (rows consistent: no split variants, no cuBLAS)" : "");
   for (const std::string& line : m.tuning_lines) r += "\n  " + line;
   return r;
 }
@@ -96,10 +106,15 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
                                    rope != nullptr ? rope->q_heads : 0,
                                    rope != nullptr ? rope->head_dim : 0);
   if (auto it = m.gemm_choices.find(key); it != m.gemm_choices.end()) return it->second;
-  if (!m.tuning_allowed) return -1;
+  // Consistent rows: variants without a split only (one order of sums for
+  // every row count: a split variant's is its own, and at four to eight
+  // rows it is slow), the fastest that agrees, cuBLAS never; untuned,
+  // variant 0 (no split).
+  const int untuned = m.rows_consistent ? 0 : -1;
+  if (!m.tuning_allowed) return untuned;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   TROUPE_CUDA_CHECK(cudaStreamIsCapturing(m.stream, &status));
-  if (status != cudaStreamCaptureStatusNone) return -1;
+  if (status != cudaStreamCaptureStatusNone) return untuned;
 
   const auto start = std::chrono::steady_clock::now();
   const int64_t n_out = gated ? w.rows / 2 : w.rows;  // outputs a row
@@ -136,7 +151,7 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
       (void)cudaGetLastError();
       m.flush_buffer = nullptr;
       m.flush_bytes = 0;
-      return -1;  // no memory to tune in: cuBLAS, untuned (asked again next time)
+      return untuned;  // no memory to tune in (asked again next time)
     }
     m.flush_bytes = need;
   }
@@ -237,7 +252,7 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   // down products at one and two rows, but timed alone (as here) they were
   // picked at four rows and for the q/k/v product with RoPE, where the
   // decode graph ran slower with them (docs/gpu.md).
-  const bool split_allowed = m.gemv_split != impl::split_mode::off &&
+  const bool split_allowed = m.gemv_split != impl::split_mode::off && !m.rows_consistent &&
                              x.rows <= cuda::gemv_split_max_rows && rope == nullptr;
   const bool split_only = split_allowed && m.gemv_split == impl::split_mode::only;
   int best = -1;
@@ -284,8 +299,9 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
       if (pinned == name_of(v)) best = v;
       continue;
     }
-    // A candidate must beat cuBLAS by 2% (not by timing noise).
-    if (us < 0.98 * blas_us && us < best_us) {
+    // A candidate must beat cuBLAS by 2% (not by timing noise); with
+    // consistent rows the fastest that agrees is taken.
+    if (m.rows_consistent ? best < 0 || us < best_us : us < 0.98 * blas_us && us < best_us) {
       best = v;
       best_us = us;
     }

@@ -103,6 +103,7 @@ class cuda_ops final : public ops {
   void launch_graph(int64_t id) override;
   void allow_tuning(bool on) override;
   std::string tuning_report() const override;
+  void keep_rows_consistent(bool on) override;
   void step_begin(int64_t step) override;
   void step_launched(int64_t step) override;
   void step_end(int64_t step) override;

@@ -101,6 +101,9 @@ struct cuda_ops::impl {
     return cuda::env_switch("TROUPE_GEMV_SPLIT") ? split_mode::on : split_mode::off;
   }();
   bool tuning_allowed = false;
+  // keep_rows_consistent: products of up to gemv_max_rows rows use GEMV
+  // variants without a split only (one order of sums for every row count).
+  bool rows_consistent = false;
   // (rows, n, k, weight type, output type, gated, RoPE q heads, RoPE head
   // dim (0: none)) -> gemm_choice's answer.
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int, bool, int64_t, int64_t>, int> gemm_choices;

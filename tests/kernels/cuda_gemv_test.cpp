@@ -3,7 +3,7 @@
 // every variant, 1-8 rows, bf16 and f16, outputs in the input type and in
 // float32, widths that are not multiples of a warp's stride and row counts
 // that leave a warp partly empty; and cuda_ops' choice between them and
-// cuBLAS (tuning at warm-up, TROUPE_GEMV, gated_linear). Skipped where no CUDA device is visible (the build
+// cuBLAS (tuning at warm-up, TROUPE_GEMV, gated_linear, consistent rows). Skipped where no CUDA device is visible (the build
 // machines); run on the GPU host by scripts/gpu-check.sh.
 #include <gtest/gtest.h>
 
@@ -466,6 +466,60 @@ TEST_F(cuda_gemv, gated_linear_matches_the_reference) {
     }
   }
   EXPECT_NE(ops_->tuning_report().find("(gated)"), std::string::npos) << ops_->tuning_report();
+}
+
+// keep_rows_consistent (speculative decoding's verify steps): every row
+// of a product of m = 1..8 rows equals, bit for bit, the product of that
+// row alone (linear to bf16 and to float32, gated_linear), tuned or not,
+// and no product of up to 8 rows runs on cuBLAS or a split variant.
+TEST_F(cuda_gemv, consistent_rows_sum_every_row_count_alike) {
+  const int64_t n = 300, d = 150, k = 512, rows = cuda::gemv_max_rows;
+  for (const bool tuned : {true, false}) {
+    ops_ = std::make_unique<cuda_ops>(0, 64);
+    ops_->keep_rows_consistent(true);
+    tensor x, w, wg;
+    make(dtype::bf16, rows, n, k, 31, x, w);
+    make(dtype::bf16, rows, 2 * d, k, 32, x, wg);  // x: the second call's
+    const auto run = [&](int what, int64_t first, int64_t m) {
+      const tensor xm{static_cast<char*>(x.data) + first * k * 2, x.type, m, k};  // bf16 rows
+      const int64_t cols = what == 2 ? d : n;
+      const tensor out = poisoned(what == 1 ? dtype::f32 : dtype::bf16, m, cols);
+      ops_->allow_tuning(tuned);
+      if (what == 2) {
+        ops_->gated_linear(xm, wg, poisoned(dtype::bf16, m, 2 * d), out);
+      } else {
+        ops_->linear(xm, w, nullptr, out);
+      }
+      ops_->allow_tuning(false);
+      std::vector<float> got(static_cast<size_t>(m * cols));
+      ops_->synchronize();
+      ops_->download(out, got.data());
+      const std::string kernel = ops_->product_kernel(xm, what == 2 ? wg : w, out, what == 2);
+      EXPECT_EQ(kernel.find("cuBLAS"), std::string::npos) << m << " rows: " << kernel;
+      EXPECT_EQ(kernel.find(" s"), std::string::npos) << m << " rows: " << kernel;
+      return got;
+    };
+    for (int what = 0; what < 3; ++what) {
+      const int64_t cols = what == 2 ? d : n;
+      std::vector<std::vector<float>> alone;
+      for (int64_t i = 0; i < rows; ++i) alone.push_back(run(what, i, 1));
+      for (int64_t m = 2; m <= rows; ++m) {
+        const std::vector<float> got = run(what, 0, m);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < cols; ++j) {
+            ASSERT_EQ(got[i * cols + j], alone[i][j])
+                << (tuned ? "tuned" : "untuned") << " product " << what << ", m=" << m
+                << ": row " << i << " output " << j;
+          }
+      }
+    }
+    if (tuned) {
+      const std::string report = ops_->tuning_report();
+      EXPECT_NE(report.find("rows consistent"), std::string::npos) << report;
+    } else {
+      EXPECT_EQ(ops_->tuning_report(), "");
+    }
+  }
 }
 
 TEST_F(cuda_gemv, troupe_gemv_forces_a_variant_or_turns_it_off) {
