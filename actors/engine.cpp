@@ -136,6 +136,9 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   auto created = llama_model::create(model, *backend, source, limits.max_num_batched_tokens,
                                      limits.max_model_len, progress);
   if (!created) return std::move(created).take_error();
+  // LoRA slots are allocated with the weights (the memory plan counts them).
+  const int64_t max_loras = config.enable_lora ? config.max_loras : 0;
+  if (max_loras > 0) created.value()->enable_lora(max_loras, config.max_lora_rank);
   log->info("weights {} in {:.2f} s ({})", source.ckpt ? "loaded" : "generated (dummy)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
@@ -150,6 +153,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
     planned.max_model_len = limits.max_model_len;
     planned.block_size = limits.block_size;
     planned.num_speculative_tokens = limits.num_speculative_tokens;
+    planned.max_loras = max_loras;
     // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
     // graphs and the start-up tuning's scratch (the sampler's buffers are
     // reserved before free_before: already counted).
@@ -176,6 +180,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   rl.num_blocks = limits.num_blocks;
   rl.num_cpu_blocks = limits.num_cpu_blocks;
   rl.num_speculative_tokens = limits.num_speculative_tokens;
+  rl.max_loras = max_loras;
   auto runner = std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
   if (!config.enforce_eager) {
     const auto capture_start = std::chrono::steady_clock::now();
@@ -292,6 +297,7 @@ struct engine::impl {
   std::mutex mutex;
   std::unordered_map<request_id, caf::actor> live;  // request actors, cut off at shutdown
   std::shared_ptr<request_metrics> metrics;
+  std::shared_ptr<lora_registry> loras;  // null without enable_lora
 };
 
 engine::engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -318,6 +324,24 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
 #endif
   auto limits = derive_engine_limits(config, *model, cuda, device_bytes, device_name);
   if (!limits) return std::move(limits).take_error();
+  // The configured LoRA adapters, read and checked before the weights load:
+  // every adapter's problems in one error.
+  std::shared_ptr<lora_registry> loras;
+  if (config.enable_lora) {
+    loras = std::make_shared<lora_registry>(*model, config.max_lora_rank);
+    std::vector<std::string> problems;
+    for (const lora_module& m : config.lora_modules) {
+      if (auto added = loras->add(m.name, m.path); !added) problems.push_back(added.error_message());
+    }
+    if (!problems.empty()) {
+      std::string message = "LoRA adapters (" + std::to_string(problems.size()) +
+                             (problems.size() == 1 ? " problem):" : " problems):");
+      for (const std::string& p : problems) message += "\n  - " + p;
+      return make_error(message);
+    }
+    get_logger("lora")->info("LoRA: {} adapter(s) loaded, max_loras {}, max_lora_rank {}",
+                             loras->size(), config.max_loras, config.max_lora_rank);
+  }
   get_logger("sched")->info("max_num_seqs {}{}, max_num_batched_tokens {}{}", limits->max_num_seqs,
                             config.max_num_seqs ? "" : " (default)", limits->max_num_batched_tokens,
                             config.max_num_batched_tokens
@@ -334,7 +358,9 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
       limits->num_blocks - 1, limits->block_size, (limits->num_blocks - 1) * limits->block_size,
       double(limits->num_blocks * limits->kv_bytes_per_block) / gib, limits->max_model_len,
       double((limits->num_blocks - 1) * limits->block_size) / double(limits->max_model_len));
+  runner.value()->set_lora_registry(loras);
   auto p = std::make_unique<impl>();
+  p->loras = loras;
   p->model = *model;
   p->limits = *limits;
   p->tok = std::move(tok);
@@ -369,6 +395,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
   sl.async_scheduling = overlap;
+  sl.max_loras = config.enable_lora ? config.max_loras : 0;
   caf::actor drafter;
   if (const speculative_settings spec = speculative_settings_of(config); spec.enabled()) {
     ngram_config nc;
@@ -440,6 +467,8 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
   const auto arrival = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (submission& s : batch) {
+    TROUPE_CHECK_MSG(s.params.lora_id == 0 || (impl_->loras && impl_->loras->get(s.params.lora_id)),
+                     "a request names a LoRA adapter id the engine does not serve");
     const request_id id = impl_->next_id++;
     auto tracked = std::make_shared<tracking_sink>(std::move(s.sink), [p, id] {
       std::lock_guard<std::mutex> inner(p->mutex);
@@ -490,5 +519,6 @@ engine_stats engine::stats() {
 const model_config& engine::model() const { return impl_->model; }
 const engine_limits& engine::limits() const { return impl_->limits; }
 std::shared_ptr<const tokenizer> engine::get_tokenizer() const { return impl_->tok; }
+std::shared_ptr<lora_registry> engine::loras() const { return impl_->loras; }
 
 }  // namespace troupe

@@ -17,6 +17,7 @@
 #include "actors/request/request_sink.h"
 #include "common/result.h"
 #include "config/engine_config.h"
+#include "model/lora_registry.h"
 #include "model/model_config.h"
 #include "model/tokenizer/tokenizer.h"
 
@@ -117,6 +118,9 @@ class engine {
   // tokenizer.json), or null: then prompts are token ids and outputs carry
   // no text. Thread-safe to use from any thread.
   std::shared_ptr<const tokenizer> get_tokenizer() const;
+  // The LoRA adapters served (names -> ids for sampling_params::lora_id),
+  // or null without enable_lora. Thread-safe.
+  std::shared_ptr<lora_registry> loras() const;
 
  private:
   struct impl;

@@ -118,6 +118,7 @@ struct kv_admit {
   bool use_prefix_cache = false;   // off for prompt_logprobs requests
   bool swap_in = false;            // a swapped-out request: its host blocks come back
   int64_t num_computed_tokens = 0;  // swap_in: tokens its swapped blocks hold
+  int64_t lora_id = 0;  // its LoRA adapter (0: base): keys its prefix-cache hashes
 };
 
 // scheduler -> block manager: one transaction a step (or a request-less one
@@ -308,7 +309,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
            x.min_p, x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.has_seed,
            x.seed, x.max_tokens, x.ignore_eos, x.stop_token_ids, x.stop,
            x.include_stop_str_in_output, x.skip_special_tokens, x.logprobs, x.prompt_logprobs,
-           x.priority);
+           x.priority, x.lora_id);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {
@@ -356,7 +357,7 @@ typename Inspector::result_type inspect(Inspector& f, fork_sample& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_admit& x) {
   return f(caf::meta::type_name("kv_admit"), x.id, x.token_ids, x.num_new_tokens,
-           x.use_prefix_cache, x.swap_in, x.num_computed_tokens);
+           x.use_prefix_cache, x.swap_in, x.num_computed_tokens, x.lora_id);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_transaction& x) {

@@ -31,6 +31,9 @@ struct sampling_params {
   // Request-level, not sampling: under scheduling_policy priority, lower
   // values are scheduled first and preempted last (vLLM's meaning).
   int64_t priority = 0;
+  // Request-level: the LoRA adapter it runs with (lora_registry's id), 0 for
+  // the base model. Set by the edges from the adapter's name.
+  int64_t lora_id = 0;
 };
 
 // Whether any penalty is on (the sampler then counts the output so far).

@@ -136,6 +136,23 @@ int run_generate(const std::vector<std::string>& args) {
     print_error(eng.error_message());
     return 1;
   }
+  // LoRA adapters by name (--lora, a prompts file's "lora").
+  for (size_t i = 0; i < inputs->prompts.size(); ++i) {
+    generate_prompt& p = inputs->prompts[i];
+    if (p.lora.empty()) continue;
+    const std::shared_ptr<lora_registry> loras = (*eng)->loras();
+    p.params.lora_id = loras ? loras->id_of(p.lora) : 0;
+    if (p.params.lora_id == 0) {
+      std::string served;
+      for (const lora_registry::entry& e : loras ? loras->list() : std::vector<lora_registry::entry>{}) {
+        served += (served.empty() ? "" : ", ") + e.name;
+      }
+      print_error("prompt " + std::to_string(i) + ": lora: no adapter named '" + p.lora + "' (" +
+                  (loras ? "served: " + (served.empty() ? std::string("none") : served)
+                         : std::string("LoRA needs enable_lora and lora_modules")) + ")");
+      return 2;
+    }
+  }
   std::mutex mu;
   std::condition_variable cv;
   size_t remaining = 0;

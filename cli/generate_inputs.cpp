@@ -116,7 +116,9 @@ status parse_prompt_line(simdjson::dom::object obj, const tokenizer* tok, genera
         return make_error("stop: expected a string or a list of strings");
       }
     } else if (k == "lora") {
-      return make_error("lora: LoRA adapters are not supported yet");
+      std::string_view name;
+      if (!value.is_null() && value.get(name)) return make_error("lora: expected an adapter's name");
+      out.lora = std::string(name);
     } else if (k == "max_tokens" || k == "top_k" || k == "seed" || k == "n" || k == "priority") {
       int64_t v = 0;
       if (value.get(v)) return make_error(k + ": expected an integer");
@@ -142,6 +144,7 @@ status parse_prompt_line(simdjson::dom::object obj, const tokenizer* tok, genera
 
 result<std::vector<generate_prompt>> read_prompts_file(const std::string& path,
                                                        const sampling_params& defaults,
+                                                       const std::string& lora,
                                                        const tokenizer* tok) {
   std::ifstream in(path);
   if (!in) return make_error("--prompts-file: cannot read '" + path + "'");
@@ -158,6 +161,7 @@ result<std::vector<generate_prompt>> read_prompts_file(const std::string& path,
     }
     generate_prompt p;
     p.params = defaults;
+    p.lora = lora;
     if (status s = parse_prompt_line(obj, tok, p); !s) {
       return make_error(line_error(path, line_no, s.error_message()));
     }
@@ -177,6 +181,7 @@ const std::vector<command_flag>& generate_flags() {
       {"logprobs", true},     {"prompt-logprobs", true}, {"presence-penalty", true},
       {"frequency-penalty", true}, {"repetition-penalty", true},
       {"stop", true},         {"ignore-eos", false},     {"json", false},
+      {"lora", true},
   };
   return flags;
 }
@@ -188,7 +193,7 @@ result<generate_inputs> build_generate_inputs(
   sampling_params defaults;
   defaults.has_seed = true;
   defaults.seed = default_seed;
-  std::string prompt_ids, prompts_file, prompt_text;
+  std::string prompt_ids, prompts_file, prompt_text, lora;
   bool has_text = false;
   int sources = 0;
   for (const auto& [flag, value] : flags) {
@@ -197,6 +202,7 @@ result<generate_inputs> build_generate_inputs(
     if (flag == "prompt") { prompt_text = value; has_text = true; ++sources; continue; }
     if (flag == "stop") { defaults.stop.push_back(value); continue; }
     if (flag == "json") { out.json = true; continue; }
+    if (flag == "lora") { lora = value; continue; }
     auto applied = apply_sampling_flag(flag, value, defaults);
     if (!applied) return std::move(applied).take_error();
   }
@@ -205,13 +211,13 @@ result<generate_inputs> build_generate_inputs(
   }
   if (has_text) {
     if (tok == nullptr) return make_error(std::string("--prompt: ") + no_tokenizer);
-    out.prompts.push_back({tok->encode(prompt_text, true), defaults});
+    out.prompts.push_back({tok->encode(prompt_text, true), defaults, lora});
   } else if (!prompt_ids.empty()) {
     auto ids = parse_ids(prompt_ids);
     if (!ids) return std::move(ids).take_error();
-    out.prompts.push_back({std::move(ids.value()), defaults});
+    out.prompts.push_back({std::move(ids.value()), defaults, lora});
   } else {
-    auto prompts = read_prompts_file(prompts_file, defaults, tok);
+    auto prompts = read_prompts_file(prompts_file, defaults, lora, tok);
     if (!prompts) return std::move(prompts).take_error();
     out.prompts = std::move(prompts.value());
   }

@@ -18,6 +18,7 @@ namespace troupe {
 struct generate_prompt {
   std::vector<int32_t> prompt_ids;
   sampling_params params;
+  std::string lora;  // the LoRA adapter's name ("": the base model), resolved by the caller
 };
 
 struct generate_inputs {

@@ -59,7 +59,9 @@ const std::vector<field>& fields() {
       {"tensor_parallel_size", &c::tensor_parallel_size},
       {"speculative_config", &c::speculative_config}, {"enable_lora", &c::enable_lora},
       {"lora_modules", &c::lora_modules}, {"max_loras", &c::max_loras},
-      {"max_lora_rank", &c::max_lora_rank}, {"host", &c::host}, {"port", &c::port},
+      {"max_lora_rank", &c::max_lora_rank}, {"max_cpu_loras", &c::max_cpu_loras},
+      {"allow_runtime_lora_updating", &c::allow_runtime_lora_updating},
+      {"lora_allowed_dirs", &c::lora_allowed_dirs}, {"host", &c::host}, {"port", &c::port},
       {"api_key", &c::api_key}, {"http_read_timeout", &c::http_read_timeout},
       {"http_write_timeout", &c::http_write_timeout}, {"drain_timeout", &c::drain_timeout},
       {"num_io_threads", &c::num_io_threads}, {"http_send_buffer_kib", &c::http_send_buffer_kib},
@@ -84,6 +86,12 @@ const field* find_field(const std::string& name) {
 
 bool is_bool_field(const field* f) {
   return f && std::holds_alternative<bool engine_config::*>(f->ptr);
+}
+
+// List keys: repeatable flags, and several values after one flag.
+bool is_list_field(const field* f) {
+  return f && (std::holds_alternative<std::vector<std::string> engine_config::*>(f->ptr) ||
+               std::holds_alternative<std::vector<lora_module> engine_config::*>(f->ptr));
 }
 
 std::string describe(const YAML::Node& node) {
@@ -309,7 +317,9 @@ std::string unknown_flag(const std::string& shown, const std::string& name,
   return "unknown flag '" + shown + "'" + (near.empty() ? "" : " (did you mean '--" + near + "'?)");
 }
 
-// Reads argv into flag items; `--config` goes to `config_file`.
+// Reads argv into flag items; `--config` goes to `config_file`. A list key
+// takes every value up to the next flag (`--lora-modules a=/a b=/b`, as
+// vLLM's nargs='+'), one item each; `--key=value` takes that one value only.
 std::vector<flag_item> read_flags(const std::vector<std::string>& args,
                                   const std::vector<command_flag>& command_flags,
                                   std::string& config_file) {
@@ -317,6 +327,7 @@ std::vector<flag_item> read_flags(const std::vector<std::string>& args,
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     flag_item item;
+    std::vector<std::string> more_values;  // a list key's values after the first
     if (!looks_like_flag(arg) || arg.size() == 2) {
       item.problem = "unexpected argument '" + arg + "'";
       items.push_back(std::move(item));
@@ -350,6 +361,11 @@ std::vector<flag_item> read_flags(const std::vector<std::string>& args,
       item.target = f;
       if (take_next()) item.value = *value;
       else item.problem = needs_value;
+      if (is_list_field(f) && eq == std::string::npos) {
+        while (i + 1 < args.size() && !looks_like_flag(args[i + 1])) {
+          more_values.push_back(args[++i]);
+        }
+      }
     } else if (is_bool_field(negated) && !cf) {
       item.target = negated;
       item.value = "false";
@@ -364,6 +380,12 @@ std::vector<flag_item> read_flags(const std::vector<std::string>& args,
       take_next();  // its value, if any, belongs to it, not to the next flag
     }
     if (item.target || item.command || !item.problem.empty()) items.push_back(std::move(item));
+    for (std::string& v : more_values) {
+      flag_item extra;
+      extra.target = f;
+      extra.value = std::move(v);
+      items.push_back(std::move(extra));
+    }
   }
   return items;
 }
@@ -373,9 +395,10 @@ std::vector<flag_item> read_flags(const std::vector<std::string>& args,
 void apply_flag(engine_config& config, const field& f, const std::string& value,
                 std::set<std::string>& lists_seen, problem_list& out) {
   const bool first = lists_seen.insert(f.name).second;
-  if (f.name == "served_model_name") {
-    if (first) config.served_model_name.clear();
-    config.served_model_name.push_back(value);
+  if (const auto* list = std::get_if<std::vector<std::string> engine_config::*>(&f.ptr)) {
+    std::vector<std::string>& dst = config.**list;
+    if (first) dst.clear();
+    dst.push_back(value);
     return;
   }
   if (f.name != "lora_modules" && f.name != "speculative_config") {

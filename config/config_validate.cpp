@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <initializer_list>
+#include <set>
 #include <utility>
 
 #include "config/config_loader.h"
@@ -137,21 +138,51 @@ void check_execution_section(const engine_config& c, const model_config* model,
 }
 
 void check_lora_section(const engine_config& c, problem_list& out) {
-  if (c.enable_lora) out.push_back("enable_lora: LoRA is not supported yet");
   if (!c.lora_modules.empty() && !c.enable_lora) {
     out.push_back("lora_modules: requires enable_lora: true");
   }
+  // The names the base model is served under (served_model_name, else model).
+  const std::vector<std::string> base_names =
+      c.served_model_name.empty() ? std::vector<std::string>{c.model} : c.served_model_name;
+  std::set<std::string> seen, listed_twice;
   for (size_t i = 0; i < c.lora_modules.size(); ++i) {
     const lora_module& m = c.lora_modules[i];
-    if (m.name.empty() || m.path.empty()) {
-      out.push_back("lora_modules[" + std::to_string(i) + "]: needs a name and a path");
+    const std::string at = "lora_modules[" + std::to_string(i) + "]: ";
+    if (m.name.empty() && m.path.empty()) {
+      out.push_back(at + "needs a name and a path");
+    } else if (m.name.empty()) {
+      out.push_back(at + "needs a name (path '" + m.path + "')");
+    } else if (m.path.empty()) {
+      out.push_back(at + "'" + m.name + "' needs a path");
+    }
+    if (m.name.empty()) continue;
+    if (std::find(base_names.begin(), base_names.end(), m.name) != base_names.end()) {
+      out.push_back(at + "name '" + m.name + "' is the base model's served name");
+    }
+    if (!seen.insert(m.name).second && listed_twice.insert(m.name).second) {
+      out.push_back("lora_modules: '" + m.name + "' is listed twice");
     }
   }
-  check_at_least_one("max_loras", c.max_loras, out);
+  const bool max_loras_ok = check_at_least_one("max_loras", c.max_loras, out);
   static const int64_t ranks[] = {1, 8, 16, 32, 64, 128, 256, 320, 512};
   if (std::find(std::begin(ranks), std::end(ranks), c.max_lora_rank) == std::end(ranks)) {
     out.push_back("max_lora_rank: " + std::to_string(c.max_lora_rank) +
                   " is not one of 1, 8, 16, 32, 64, 128, 256, 320, 512");
+  }
+  if (c.max_cpu_loras < 0) {
+    out.push_back("max_cpu_loras: " + std::to_string(c.max_cpu_loras) +
+                  " must be >= 0 (0: max_loras)");
+  } else if (c.max_cpu_loras > 0 && max_loras_ok && c.max_cpu_loras < c.max_loras) {
+    out.push_back("max_cpu_loras: max_cpu_loras (" + std::to_string(c.max_cpu_loras) +
+                  ") must be >= max_loras (" + std::to_string(c.max_loras) + ")");
+  }
+  if (c.allow_runtime_lora_updating && !c.enable_lora) {
+    out.push_back("allow_runtime_lora_updating: requires enable_lora: true");
+  }
+  for (size_t i = 0; i < c.lora_allowed_dirs.size(); ++i) {
+    if (c.lora_allowed_dirs[i].empty()) {
+      out.push_back("lora_allowed_dirs[" + std::to_string(i) + "]: must not be empty");
+    }
   }
 }
 

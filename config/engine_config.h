@@ -82,11 +82,21 @@ struct engine_config {
   // its typed, validated view: config/speculative_config.h.
   std::map<std::string, std::string> speculative_config;
 
-  // LoRA.
+  // LoRA (vLLM's LoRAConfig). lora_modules are loaded at start and served
+  // under their names beside the base model.
   bool enable_lora = false;
   std::vector<lora_module> lora_modules;
-  int64_t max_loras = 1;
-  int64_t max_lora_rank = 16;
+  int64_t max_loras = 1;       // adapters one step may use (device slots)
+  int64_t max_lora_rank = 16;  // one of 1, 8, 16, 32, 64, 128, 256, 320, 512
+  // Adapters kept in host memory; 0: unset, max_loras (vLLM's None). Read it
+  // through effective_max_cpu_loras.
+  int64_t max_cpu_loras = 0;
+  // /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's
+  // VLLM_ALLOW_RUNTIME_LORA_UPDATING environment variable, a key here).
+  bool allow_runtime_lora_updating = false;
+  // Folders a runtime load_lora_adapter may read adapters from (each path
+  // must lie under one); empty: any path, as vLLM.
+  std::vector<std::string> lora_allowed_dirs;
 
   // Not a configuration key: what the command runs the engine for. Offline
   // commands (generate, bench throughput/latency) get vLLM's larger token
@@ -108,5 +118,10 @@ struct engine_config {
   // Logging.
   std::string log_level = "info";  // trace | debug | info | warn | error | off
 };
+
+// Adapters kept in host memory: max_cpu_loras when set (> 0), else max_loras.
+inline int64_t effective_max_cpu_loras(const engine_config& c) {
+  return c.max_cpu_loras > 0 ? c.max_cpu_loras : c.max_loras;
+}
 
 }  // namespace troupe

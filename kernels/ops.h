@@ -54,6 +54,15 @@ struct attention_metadata {
   int64_t max_seq_len = 0;
 };
 
+// One LoRA target module's weights for every adapter slot (ops::lora_add):
+// a is [slots * rank, in] (slot s: rows s * rank ..), b is [slots * out,
+// rank] (slot s: rows s * out ..), both of the compute type.
+struct lora_stack {
+  tensor a, b;
+  int64_t slots = 0;
+  int64_t rank = 0;
+};
+
 // RoPE tables, [max_position, head_dim / 2] each, built on the host by the
 // model (which knows the scaling rule) and uploaded once.
 struct rope_tables {
@@ -149,6 +158,18 @@ class ops {
     linear(x, w, nullptr, gate_up);
     silu_and_mul(gate_up, out);
   }
+  // LoRA (multi-adapter batches, Punica's BGMV: shrink, then expand): for
+  // each token t whose slot s = token_slots[t] is >= 0,
+  //   u[t, r] = sum_k a[s * rank + r, k] x[t, k]          (r < rank)
+  //   out[t, col0 + j] += sum_r b[s * out_cols + j, r] u[t, r]
+  // with out_cols = b.rows / slots; tokens with slot -1 are left alone.
+  // `w` (lora_stack) holds every slot's lora_A rows and lora_B rows (its
+  // scaling folded in), zero-padded to `rank`. `scratch` is float32 with
+  // at least x.rows rows of `rank` columns (u, kept in float32); sums in
+  // float32, out rounded once to its type. token_slots is backend memory
+  // ([x.rows]).
+  virtual void lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+                        const tensor& scratch, const tensor& out, int64_t col0) = 0;
   // Copies whole KV blocks: block src_blocks[i] of `src` to block
   // dst_blocks[i] of `dst`, K and V (swapping between device and host
   // caches, copy-on-write). The index arrays are host memory.

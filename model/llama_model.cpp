@@ -131,8 +131,9 @@ void llama_model::build_rope(int64_t max_position) {
   ops_.upload(sin_host.data(), rope_.sin);
 }
 
-void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
-                            const kv_cache_layer& cache, bool first) {
+void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache) {
+  const layer_weights& w = layers_[layer];
+  const bool first = layer == 0, lora = lora_enabled();
   const int64_t n = in.num_tokens;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const tensor hidden = ws_.hidden.row_slice(0, n);
@@ -146,21 +147,38 @@ void llama_model::run_layer(const layer_weights& w, const forward_inputs& in,
   } else {
     ops_.add_rms_norm(residual, hidden, w.input_norm, eps, normed);
   }
-  ops_.qkv_linear_rope_cache(normed, w.qkv_proj, config_.attention_bias ? &w.qkv_bias : nullptr,
-                             qkv, config_.num_attention_heads, config_.num_key_value_heads,
-                             config_.head_dim, config_.qk_norm ? &w.q_norm : nullptr,
-                             config_.qk_norm ? &w.k_norm : nullptr, eps, in.positions, rope_,
-                             in.slot_mapping, cache, q);
+  const tensor* qkv_bias = config_.attention_bias ? &w.qkv_bias : nullptr;
+  const tensor* q_norm = config_.qk_norm ? &w.q_norm : nullptr;
+  const tensor* k_norm = config_.qk_norm ? &w.k_norm : nullptr;
+  if (lora) {  // the product, the q/k/v deltas, then the epilogue
+    ops_.linear(normed, w.qkv_proj, qkv_bias, qkv);
+    add_lora(layer, lora_target::q_proj, 3, normed, in, qkv);
+    ops_.qkv_rope_cache(qkv, config_.num_attention_heads, config_.num_key_value_heads,
+                        config_.head_dim, q_norm, k_norm, eps, in.positions, rope_,
+                        in.slot_mapping, cache, q);
+  } else {
+    ops_.qkv_linear_rope_cache(normed, w.qkv_proj, qkv_bias, qkv, config_.num_attention_heads,
+                               config_.num_key_value_heads, config_.head_dim, q_norm, k_norm, eps,
+                               in.positions, rope_, in.slot_mapping, cache, q);
+  }
   const tensor attn = ws_.attn.row_slice(0, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,
                        config_.num_key_value_heads, config_.head_dim, scale, attn);
   ops_.linear(attn, w.o_proj, nullptr, hidden);
+  if (lora) add_lora(layer, lora_target::o_proj, 1, attn, in, hidden);
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
   const tensor gate_up = ws_.gate_up.row_slice(0, n);
   const tensor act = ws_.act.row_slice(0, n);
-  ops_.gated_linear(normed, w.gate_up_proj, gate_up, act);
+  if (lora) {  // the product, the gate/up deltas, then SiLU-and-mul
+    ops_.linear(normed, w.gate_up_proj, nullptr, gate_up);
+    add_lora(layer, lora_target::gate_proj, 2, normed, in, gate_up);
+    ops_.silu_and_mul(gate_up, act);
+  } else {
+    ops_.gated_linear(normed, w.gate_up_proj, gate_up, act);
+  }
   ops_.linear(act, w.down_proj, nullptr, hidden);
+  if (lora) add_lora(layer, lora_target::down_proj, 1, act, in, hidden);
 }
 
 void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_layer>& cache) {
@@ -170,7 +188,8 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
   const tensor hidden = ws_.hidden.row_slice(0, n);
   const tensor residual = ws_.residual.row_slice(0, n);
   ops_.embedding(in.token_ids, n, embed_tokens_, residual);  // the first block's input
-  for (size_t i = 0; i < layers_.size(); ++i) run_layer(layers_[i], in, cache[i], i == 0);
+  TROUPE_CHECK(!lora_enabled() || in.lora_slots != nullptr);
+  for (size_t i = 0; i < layers_.size(); ++i) run_layer(i, in, cache[i]);
   ops_.add_rms_norm(residual, hidden, final_norm_, static_cast<float>(config_.rms_norm_eps),
                     ws_.normed.row_slice(0, n));
   last_num_tokens_ = n;

@@ -16,6 +16,7 @@
 
 #include "common/result.h"
 #include "kernels/ops.h"
+#include "model/lora_adapter.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -35,6 +36,9 @@ struct forward_inputs {
   const int32_t* positions = nullptr;     // [num_tokens]
   const int32_t* slot_mapping = nullptr;  // [num_tokens], -1 = do not cache
   attention_metadata attention;
+  // With LoRA enabled: each token's adapter slot, -1 for the base model
+  // ([num_tokens]); required then, ignored otherwise.
+  const int32_t* lora_slots = nullptr;
 };
 
 class llama_model {
@@ -62,6 +66,19 @@ class llama_model {
   // compute_logits reads its hidden states.
   void replayed(int64_t num_tokens) { last_num_tokens_ = num_tokens; }
 
+  // LoRA (model/llama_model_lora.cpp): device slots for up to `max_loras`
+  // adapters of rank <= max_rank on all seven projections of every layer
+  // (zeros where an adapter leaves a module alone). Once, before forward;
+  // every forward then adds each token's adapter delta (inputs.lora_slots)
+  // before the fused epilogues (RoPE and the KV write, SiLU-and-mul),
+  // running the products unfused.
+  void enable_lora(int64_t max_loras, int64_t max_rank);
+  bool lora_enabled() const { return lora_slots_ > 0; }
+  int64_t max_loras() const { return lora_slots_; }
+  // Copies `adapter` (rank <= max_rank) into slot `slot`. The caller makes
+  // sure no step in flight reads the slot.
+  void load_lora(int64_t slot, const lora_adapter& adapter);
+
   // Logits of hidden rows `row_indices` (backend memory) of the last
   // forward, or of rows 0 .. n - 1 when row_indices is null (no gather):
   // out is [n, vocab]. REQUIRES: n <= the last forward's num_tokens.
@@ -78,6 +95,7 @@ class llama_model {
   };
   struct workspace {
     tensor hidden, residual, normed, qkv, q, attn, gate_up, act, selected;
+    tensor lora_u;  // float32 [tokens, max rank]: lora_add's scratch
   };
 
   llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type);
@@ -85,8 +103,11 @@ class llama_model {
                       const std::function<void(int64_t, int64_t)>& progress);
   void allocate_workspace();
   void build_rope(int64_t max_position);
-  void run_layer(const layer_weights& w, const forward_inputs& in, const kv_cache_layer& cache,
-                 bool first);
+  void run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache);
+  // Adds the layer's deltas of `targets` (consecutive lora_target values
+  // whose outputs sit side by side in `out`, from column 0) to `out`.
+  void add_lora(size_t layer, lora_target first, int count, const tensor& x,
+                const forward_inputs& in, const tensor& out);
 
   model_config config_;
   ops& ops_;
@@ -97,6 +118,9 @@ class llama_model {
   rope_tables rope_;
   workspace ws_;
   int64_t last_num_tokens_ = 0;
+  // LoRA: [layer * num_lora_targets + target] stacks of lora_slots_ slots.
+  int64_t lora_slots_ = 0, lora_rank_ = 0;
+  std::vector<lora_stack> lora_;
 };
 
 }  // namespace troupe

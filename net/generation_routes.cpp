@@ -38,6 +38,8 @@ std::optional<api_error> api_routes::finish_params(const std::string& model, gen
                                                    const std::vector<std::vector<int32_t>>& prompts,
                                                    bool chat) const {
   if (auto e = check_model(model)) return e;
+  // A LoRA adapter's name runs the request with it (the base's: none).
+  if (const auto loras = engine_.loras(); loras && !model.empty()) r.params.lora_id = loras->id_of(model);
   const int64_t max_model_len = engine_.limits().max_model_len;
   const int64_t vocab = engine_.model().vocab_size;
   size_t longest = 0;

@@ -105,6 +105,17 @@ http_reply api_routes::models() const {
     w.key("max_model_len").value(engine_.limits().max_model_len);
     w.end_object();
   }
+  // LoRA adapters, as vLLM lists them: root is the adapter's path, parent
+  // the base model's served name.
+  if (const auto loras = engine_.loras()) {
+    for (const lora_registry::entry& e : loras->list()) {
+      w.begin_object().key("id").value(e.name).key("object").value("model");
+      w.key("created").value(created_).key("owned_by").value("troupe");
+      w.key("root").value(e.path.string()).key("parent").value(served_names_.front());
+      w.key("max_model_len").value(engine_.limits().max_model_len);
+      w.end_object();
+    }
+  }
   w.end_array().end_object();
   return json_reply(w.take());
 }
@@ -119,6 +130,7 @@ std::optional<api_error> api_routes::check_model(const std::string& name) const 
   for (const std::string& served : served_names_) {
     if (served == name) return std::nullopt;
   }
+  if (const auto loras = engine_.loras(); loras && loras->id_of(name) != 0) return std::nullopt;
   return api_error{404, "The model `" + name + "` does not exist.", "model"};
 }
 

@@ -15,8 +15,8 @@ mkdir -p "$out/bin" "$out/lib"
 bins=("$@")
 if ((${#bins[@]} == 0)); then
   bins=(build/troupe)
-  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test build/tests/kernels/cuda_gemv_test build/tests/kernels/cuda_sampling_test \
-           build/tests/kernels/cuda_attention_test build/benchmarks/attention_bench build/benchmarks/gemm_bench; do
+  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test build/tests/kernels/cuda_gemv_test build/tests/kernels/cuda_lora_test \
+           build/tests/kernels/cuda_sampling_test build/tests/kernels/cuda_attention_test build/benchmarks/attention_bench build/benchmarks/gemm_bench; do
     [[ -x $b ]] && bins+=("$b")
   done
 fi

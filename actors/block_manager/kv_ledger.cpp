@@ -76,7 +76,7 @@ void kv_ledger::register_full_blocks(request_blocks& r, int64_t num_computed_tok
                                          static_cast<int64_t>(r.tokens.size()) / block_size_);
   for (int64_t b = r.num_hashed_blocks; b < full; ++b) {
     const int32_t* tokens = r.tokens.data() + b * block_size_;
-    r.last_hash = kv_block_hash(r.last_hash, tokens, block_size_, 0);
+    r.last_hash = kv_block_hash(r.last_hash, tokens, block_size_, r.lora_id);
     const int32_t block = r.blocks[static_cast<size_t>(b)];
     if (!pool_.is_cached(block)) pool_.cache(block, r.last_hash, tokens, block_size_);
   }
@@ -126,12 +126,13 @@ void kv_ledger::fork(const kv_fork& item) {
   for (int32_t b : child.blocks) pool_.share(b);
   child.tokens = item.token_ids;
   child.cacheable = p.cacheable;
+  child.lora_id = p.lora_id;
   child.num_computed = shared;
   register_full_blocks(child, shared);  // its hash chain (the blocks are cached already)
   TROUPE_CHECK(requests_.emplace(item.child, std::move(child)).second);
 }
 
-std::vector<int32_t> kv_ledger::lookup(const std::vector<int32_t>& tokens,
+std::vector<int32_t> kv_ledger::lookup(const std::vector<int32_t>& tokens, int64_t lora_id,
                                        uint64_t& last_hash) const {
   std::vector<int32_t> hits;
   last_hash = 0;
@@ -140,7 +141,7 @@ std::vector<int32_t> kv_ledger::lookup(const std::vector<int32_t>& tokens,
   uint64_t h = 0;
   for (int64_t b = 0; b < max_blocks; ++b) {
     const int32_t* block_tokens = tokens.data() + b * block_size_;
-    h = kv_block_hash(h, block_tokens, block_size_, 0);
+    h = kv_block_hash(h, block_tokens, block_size_, lora_id);
     const int32_t block = pool_.find_cached(h, block_tokens, block_size_);
     if (block < 0) break;
     hits.push_back(block);
@@ -154,7 +155,7 @@ kv_admit_result kv_ledger::admit(const kv_admit& item) {
   const int64_t num_tokens = static_cast<int64_t>(item.token_ids.size());
   uint64_t last_hash = 0;
   std::vector<int32_t> hits;
-  if (prefix_caching_ && item.use_prefix_cache) hits = lookup(item.token_ids, last_hash);
+  if (prefix_caching_ && item.use_prefix_cache) hits = lookup(item.token_ids, item.lora_id, last_hash);
   const int64_t cached_tokens = static_cast<int64_t>(hits.size()) * block_size_;
   const int64_t scheduled = std::min(num_tokens - cached_tokens, item.num_new_tokens);
   const int64_t needed = (cached_tokens + scheduled + block_size_ - 1) / block_size_;
@@ -172,6 +173,7 @@ kv_admit_result kv_ledger::admit(const kv_admit& item) {
   r.num_hashed_blocks = static_cast<int64_t>(hits.size());
   r.last_hash = last_hash;
   r.cacheable = item.use_prefix_cache;
+  r.lora_id = item.lora_id;
   r.num_computed = cached_tokens + scheduled;
   register_full_blocks(r, cached_tokens + scheduled);
   if (prefix_caching_ && item.use_prefix_cache) {

@@ -52,6 +52,7 @@ class kv_ledger {
     int64_t num_hashed_blocks = 0;
     uint64_t last_hash = 0;  // hash of block num_hashed_blocks - 1
     bool cacheable = false;
+    int64_t lora_id = 0;  // its adapter: part of every block hash
     std::vector<int32_t> cpu_blocks;  // while swapped out
     int64_t num_computed = 0;  // tokens whose KV the blocks hold (after the step)
   };
@@ -66,7 +67,8 @@ class kv_ledger {
   void swap_out(request_id id, kv_grant& grant);
   kv_admit_result swap_in(const kv_admit& item, kv_grant& grant);
   // Hit blocks of the longest cached prefix (at most num_tokens - 1 tokens).
-  std::vector<int32_t> lookup(const std::vector<int32_t>& tokens, uint64_t& last_hash) const;
+  std::vector<int32_t> lookup(const std::vector<int32_t>& tokens, int64_t lora_id,
+                              uint64_t& last_hash) const;
   void register_full_blocks(request_blocks& r, int64_t num_computed_tokens);
 
   block_pool pool_;

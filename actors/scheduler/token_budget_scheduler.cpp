@@ -191,8 +191,12 @@ bool token_budget_scheduler::can_schedule_ahead() const {
     group_slots[r->group] += r->num_slots();
   }
   if (slots >= limits_.max_num_seqs) return false;
+  const std::unordered_set<int64_t> adapters = running_adapters();
   for (const request_ptr& r : waiting_) {
-    if (r->aborted || fair_.slot_share() - group_slots[r->group] <= 0) continue;
+    if (r->aborted || fair_.slot_share() - group_slots[r->group] <= 0 ||
+        adapter_over_limit(*r, adapters)) {
+      continue;
+    }
     const int64_t left = r->num_tokens() - r->num_computed_tokens;
     const int64_t num_new = std::min(left, budget);
     if (!limits_.enable_chunked_prefill && num_new < left) return false;
@@ -329,12 +333,14 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
   // scan, so that a large request is not overtaken forever.
   int64_t slots = count_slots(false);
   std::vector<request_ptr> skipped;
+  std::unordered_set<int64_t> adapters = running_adapters();
   while (!waiting_.empty() && budget > 0 && slots < limits_.max_num_seqs) {
     const request_ptr r = waiting_.front();
     const int64_t cached = expected_cached(*r);
     const int64_t left = r->num_tokens() - r->num_computed_tokens - cached;
     const int64_t num_new = std::min({left, budget, fair_.tokens_left(r->group)});
-    if (r->aborted || fair_.slots_left(r->group) <= 0 || num_new <= 0) {
+    if (r->aborted || fair_.slots_left(r->group) <= 0 || num_new <= 0 ||
+        adapter_over_limit(*r, adapters)) {
       waiting_.pop_front();  // finished when the step in flight returns, or later
       skipped.push_back(r);
       continue;
@@ -349,6 +355,7 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
     if (need > num_blocks_free_) break;
     waiting_.pop_front();
     r->in_waiting = false;
+    if (r->params.lora_id != 0) adapters.insert(r->params.lora_id);
     unpark_extra_children(*r, kids, skipped);
     const int64_t seqs = 1 + static_cast<int64_t>(kids);
     slots += seqs;
@@ -366,10 +373,25 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
     item.use_prefix_cache = r->params.prompt_logprobs < 0;
     item.swap_in = r->num_cpu_blocks > 0;
     item.num_computed_tokens = r->num_computed_tokens;
+    item.lora_id = r->params.lora_id;
     txn.admits.push_back(std::move(item));
     admitting_.push_back(r);
   }
   waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
+}
+
+std::unordered_set<int64_t> token_budget_scheduler::running_adapters() const {
+  std::unordered_set<int64_t> out;
+  for (const request_ptr& r : running_) {
+    if (r->params.lora_id != 0) out.insert(r->params.lora_id);
+  }
+  return out;
+}
+
+bool token_budget_scheduler::adapter_over_limit(const request_state& r,
+                                                const std::unordered_set<int64_t>& adapters) const {
+  return r.params.lora_id != 0 && adapters.count(r.params.lora_id) == 0 &&
+         static_cast<int64_t>(adapters.size()) >= limits_.max_loras;
 }
 
 void token_budget_scheduler::unpark_extra_children(request_state& leader, size_t keep,

@@ -80,6 +80,11 @@ struct scheduler_limits {
   // how many of them each step verifies (spec_adaptive false: all of them).
   int32_t num_speculative_tokens = 0;
   bool spec_adaptive = true;
+  // LoRA: at most this many distinct adapters among the running requests
+  // (the worker's device slots); a waiting request whose adapter would be
+  // one too many waits, without holding back requests of resident adapters
+  // or of the base. 0: no LoRA.
+  int64_t max_loras = 0;
 };
 
 class token_budget_scheduler {
@@ -225,6 +230,11 @@ class token_budget_scheduler {
   int64_t expected_cached(const request_state& r) const;
   bool schedule_running(kv_transaction& txn, int64_t& budget);
   void schedule_waiting(kv_transaction& txn, int64_t& budget);
+  // The adapters of the running requests (LoRA).
+  std::unordered_set<int64_t> running_adapters() const;
+  // Whether admitting r would bring one adapter too many (adapters: the
+  // running ones and those admitted so far this step).
+  bool adapter_over_limit(const request_state& r, const std::unordered_set<int64_t>& adapters) const;
   // Shares this step's prefill budget among groups (fair_share::allot_tokens);
   // `slots`: the running slots in use (count_slots).
   void allot_prefill_tokens(int64_t budget, int64_t slots);

@@ -39,7 +39,8 @@ int64_t model_runner::max_attention_seqs(const runner_limits& limits) {
 int64_t model_runner::input_bytes(const runner_limits& limits) {
   const int64_t t = limits.max_num_batched_tokens, s = max_attention_seqs(limits);
   const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
-  const int64_t ints = 4 * t + (s + 1) + s + s * max_blocks;  // as allocated below
+  const int64_t ints = 4 * t + (s + 1) + s + s * max_blocks +
+                       (limits.max_loras > 0 ? t : 0);  // as allocated below
   return ints * 4;
 }
 
@@ -74,6 +75,12 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   seq_lens_dev_ = ops_->alloc_ints(s);
   block_tables_dev_ = ops_->alloc_ints(s * max_blocks);
   logit_rows_dev_ = ops_->alloc_ints(t);
+  TROUPE_CHECK_MSG(model_->max_loras() == limits.max_loras,
+                   "the model's LoRA slots differ from runner_limits.max_loras");
+  if (limits.max_loras > 0) {
+    lora_slots_dev_ = ops_->alloc_ints(t);
+    slot_adapter_.assign(static_cast<size_t>(limits.max_loras), 0);
+  }
   logits_ = ops_->alloc(dtype::f32, logits_chunk_rows, cfg.vocab_size);
   logits_host_.resize(static_cast<size_t>(logits_.numel()));
   const char* accept_all = std::getenv("TROUPE_DEBUG_SPEC_ACCEPT_ALL");
@@ -102,6 +109,7 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     r.num_scheduled_tokens = d.num_scheduled_tokens;
     r.prompt_logprobs_start = d.prompt_logprobs_start;
     r.fork_children = d.fork_children;
+    if (d.params.lora_id != 0) r.lora_slot = lora_slot_for(d.params.lora_id);
     TROUPE_CHECK(requests_.emplace(d.id, std::move(r)).second);
     order.push_back(d.id);
   }
@@ -122,6 +130,30 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
                      "more draft tokens than num_speculative_tokens");
     order.push_back(d.id);
   }
+}
+
+int32_t model_runner::lora_slot_for(int64_t lora_id) {
+  for (size_t s = 0; s < slot_adapter_.size(); ++s) {
+    if (slot_adapter_[s] == lora_id) return static_cast<int32_t>(s);
+  }
+  // A slot no held request uses (the scheduler keeps the running requests'
+  // adapters within max_loras): an empty one first.
+  std::vector<bool> used(slot_adapter_.size(), false);
+  for (const auto& [id, r] : requests_) {
+    if (r.lora_slot >= 0) used[static_cast<size_t>(r.lora_slot)] = true;
+  }
+  int32_t slot = -1;
+  for (size_t s = 0; s < slot_adapter_.size(); ++s) {
+    if (!used[s] && (slot < 0 || slot_adapter_[s] == 0)) slot = static_cast<int32_t>(s);
+  }
+  TROUPE_CHECK_MSG(slot >= 0, "a request's LoRA adapter finds no free slot (max_loras)");
+  const std::shared_ptr<const lora_adapter> adapter = loras_ ? loras_->get(lora_id) : nullptr;
+  TROUPE_CHECK_MSG(adapter != nullptr, "a request names a LoRA adapter the worker does not know");
+  // A launched step may still read the slot (its requests just finished).
+  ops_->synchronize();
+  model_->load_lora(slot, *adapter);
+  slot_adapter_[static_cast<size_t>(slot)] = lora_id;
+  return slot;
 }
 
 void model_runner::add_logit_rows(const request_state& r, size_t index, int32_t first_row,
@@ -175,6 +207,7 @@ void model_runner::build_batch(const std::vector<request_id>& order, host_batch&
         batch.token_ids.push_back(r.token_ids[static_cast<size_t>(p)]);
       }
       batch.positions.push_back(static_cast<int32_t>(p));
+      batch.lora_slots.push_back(r.lora_slot);
       const int32_t block = r.block_ids[static_cast<size_t>(p / limits_.block_size)];
       batch.slot_mapping.push_back(block * static_cast<int32_t>(limits_.block_size) +
                                    static_cast<int32_t>(p % limits_.block_size));
@@ -222,6 +255,11 @@ forward_inputs model_runner::upload(const host_batch& batch) {
   ops_->gather_sampled(token_ids_dev_, batch.gather_rows.data(), batch.gather_src.data(),
                        static_cast<int64_t>(batch.gather_rows.size()));
   forward_inputs in;
+  if (lora_slots_dev_ != nullptr) {
+    TROUPE_CHECK(static_cast<int64_t>(batch.lora_slots.size()) == n);
+    ops_->upload_ints(batch.lora_slots.data(), lora_slots_dev_, n);
+    in.lora_slots = lora_slots_dev_;
+  }
   in.num_tokens = n;
   in.token_ids = token_ids_dev_;
   in.positions = positions_dev_;

@@ -18,6 +18,7 @@
 #include "actors/messages.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
+#include "model/lora_registry.h"
 
 namespace troupe {
 
@@ -29,6 +30,7 @@ struct runner_limits {
   int64_t num_blocks = 0;  // including the null block 0
   int64_t num_cpu_blocks = 0;  // swap space, excluding its reserved block 0
   int64_t num_speculative_tokens = 0;  // K: a verify step has up to K + 1 tokens a sequence
+  int64_t max_loras = 0;  // LoRA device slots (the model's enable_lora); 0: no LoRA
 };
 
 class model_runner {
@@ -90,6 +92,12 @@ class model_runner {
   const std::vector<int64_t>& graph_sizes() const { return graph_sizes_; }
   std::string tuning_report() const { return ops_->tuning_report(); }
 
+  // LoRA: where the adapters of requests' lora_id come from (the worker
+  // copies one into a free device slot when a request brings it).
+  void set_lora_registry(std::shared_ptr<const lora_registry> loras) { loras_ = std::move(loras); }
+  // For tests and metrics: the adapter id in each device slot (0: empty).
+  const std::vector<int64_t>& lora_slots() const { return slot_adapter_; }
+
   size_t num_requests() const { return requests_.size(); }
   // For tests: the paged KV cache (K and V per layer) and its backend.
   const std::vector<kv_cache_layer>& kv_cache() const { return kv_cache_; }
@@ -109,6 +117,7 @@ class model_runner {
     int64_t pending_tokens = 0;      // sampled by launched steps, not yet in token_ids
     int32_t last_sample_index = -1;  // its job index in the last launched step that sampled it
     std::vector<int32_t> drafts;     // this step's draft tokens (after its last token)
+    int32_t lora_slot = -1;          // its adapter's device slot, -1: the base model
   };
   // One row of logits to compute and what to do with it.
   struct logit_row {
@@ -122,6 +131,7 @@ class model_runner {
     std::vector<int32_t> query_start_loc, seq_lens, block_tables;
     std::vector<logit_row> logit_rows;
     std::vector<int32_t> gather_rows, gather_src;  // placeholder rows and their sample index
+    std::vector<int32_t> lora_slots;               // per token (with LoRA)
     int64_t max_blocks = 0, max_query_len = 0, max_seq_len = 0;
   };
   // A sampled job of a launched step and where its result goes.
@@ -142,6 +152,9 @@ class model_runner {
   };
 
   void apply_plan(const step_plan& plan, std::vector<request_id>& order);
+  // The device slot holding adapter `lora_id`, copying it into a slot no
+  // held request uses when it is not resident (after the steps in flight).
+  int32_t lora_slot_for(int64_t lora_id);
   void run_swaps(const step_plan& plan);  // then the copy-on-write copies
   void run_copies(const step_plan& plan);
   void sample_forks(request_state& r, const float* logits, sampled_output& out);
@@ -199,6 +212,9 @@ class model_runner {
   int32_t* seq_lens_dev_ = nullptr;
   int32_t* block_tables_dev_ = nullptr;
   int32_t* logit_rows_dev_ = nullptr;
+  int32_t* lora_slots_dev_ = nullptr;  // with LoRA: each token's adapter slot
+  std::shared_ptr<const lora_registry> loras_;
+  std::vector<int64_t> slot_adapter_;  // adapter id per LoRA slot, 0: empty
   std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only
   bool graphs_replay_ = false;        // the backend replays graphs (else: padded eager)

@@ -122,6 +122,7 @@ void model_runner::pad_for_graph(host_batch& batch, int64_t size) const {
     batch.token_ids.push_back(0);
     batch.positions.push_back(0);
     batch.slot_mapping.push_back(-1);
+    batch.lora_slots.push_back(-1);
     batch.query_start_loc.push_back(batch.query_start_loc.back() + 1);
     batch.seq_lens.push_back(1);
   }

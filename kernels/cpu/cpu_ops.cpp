@@ -150,6 +150,38 @@ void cpu_ops::linear(const tensor& x, const tensor& w, const tensor* bias, const
   }
 }
 
+void cpu_ops::lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+                       const tensor& scratch, const tensor& out, int64_t col0) {
+  TROUPE_CHECK(w.slots > 0 && w.rank > 0 && w.a.rows == w.slots * w.rank && w.a.cols == x.cols);
+  TROUPE_CHECK(w.b.cols == w.rank && w.b.rows % w.slots == 0);
+  const int64_t out_cols = w.b.rows / w.slots;
+  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + out_cols <= out.cols);
+  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= w.rank);
+  // Shrink then expand, token by token (the reference: a token's sums run
+  // in index order; tokens are independent).
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < x.rows; ++t) {
+    const int32_t s = token_slots[t];
+    if (s < 0) continue;
+    TROUPE_CHECK(s < w.slots);
+    float* u = scratch.f32() + t * scratch.cols;
+    const float* xt = x.f32() + t * x.cols;
+    for (int64_t r = 0; r < w.rank; ++r) {
+      const float* a = w.a.f32() + (s * w.rank + r) * w.a.cols;
+      float sum = 0;
+      for (int64_t k = 0; k < x.cols; ++k) sum += a[k] * xt[k];
+      u[r] = sum;
+    }
+    float* o = out.f32() + t * out.cols + col0;
+    for (int64_t j = 0; j < out_cols; ++j) {
+      const float* b = w.b.f32() + (s * out_cols + j) * w.rank;
+      float sum = 0;
+      for (int64_t r = 0; r < w.rank; ++r) sum += b[r] * u[r];
+      o[j] += sum;
+    }
+  }
+}
+
 namespace {
 
 // RoPE (rotate-half) of `heads` consecutive heads at x, at `pos`.

@@ -17,6 +17,7 @@
 #include "kernels/cuda/cache/cache.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops_impl.h"
+#include "kernels/cuda/lora/lora.h"
 #include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/rope/rope.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -607,6 +608,25 @@ void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate
   }
   op_scope scope(*impl_, "gated_linear", x, w, out.cols);
   cuda::gemv_glu(element_of(w.type), choice, x.data, x.rows, w.data, out.cols, w.cols, out.data,
+                 impl_->stream);
+}
+
+void cuda_ops::lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+                        const tensor& scratch, const tensor& out, int64_t col0) {
+  TROUPE_CHECK(w.slots > 0 && w.rank > 0 && w.rank <= cuda::lora_max_rank);
+  TROUPE_CHECK(x.type == w.a.type && x.type == w.b.type && x.type == out.type);
+  TROUPE_CHECK(x.cols == w.a.cols && w.a.rows == w.slots * w.rank);
+  TROUPE_CHECK(w.b.cols == w.rank && w.b.rows % w.slots == 0);
+  const int64_t out_cols = w.b.rows / w.slots;
+  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + out_cols <= out.cols);
+  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= w.rank);
+  if (x.rows == 0) return;
+  // Bytes: x, every slot's A and B at most, out's columns read and written.
+  op_scope scope(*impl_, "lora_add",
+                 static_cast<double>((x.numel() + w.a.numel() + w.b.numel() +
+                                      2 * x.rows * out_cols) * dtype_size(x.type)));
+  cuda::lora_add(element_of(x.type), x.data, x.rows, x.cols, w.a.data, w.b.data, w.slots, w.rank,
+                 out_cols, token_slots, scratch.f32(), scratch.cols, out.data, out.cols, col0,
                  impl_->stream);
 }
 

@@ -85,6 +85,8 @@ class cuda_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
                     const tensor& out) override;
+  void lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+                const tensor& scratch, const tensor& out, int64_t col0) override;
   void qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
                              const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
                              int64_t head_dim, const tensor* q_norm, const tensor* k_norm,

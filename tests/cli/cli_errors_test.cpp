@@ -161,9 +161,48 @@ TEST(cli_errors, each_config_rule) {
                         "speculative_config: num_speculative_tokens must be provided with "
                         "speculative model unless the draft model config contains an n_predict "
                         "parameter.");
-  expect_config_problem({"--enable-lora"}, "enable_lora: LoRA is not supported yet");
+  expect_config_problem({"--allow-runtime-lora-updating"},
+                        "allow_runtime_lora_updating: requires enable_lora: true");
   expect_config_problem({"--swap-space", "-1"}, "swap_space: -1 must be >= 0");
   expect_config_problem({"--port", "70000"}, "port: 70000 must be in 1..65535");
+}
+
+// LoRA adapters are read and checked before the weights load; one error
+// lists every adapter's problems, each naming the adapter.
+TEST(cli_errors, bad_lora_adapters_listed_before_loading) {
+  const std::string lora = std::string(TROUPE_TEST_DATA) + "/lora/";
+  const run_result r = generate({"--model", model_dir("tiny-llama"), "--enable-lora",
+                                 "--max-lora-rank", "8", "--lora-modules",
+                                 "gone=/nonexistent/adapter",
+                                 "poet=" + lora + "tiny-llama-lora-poet",
+                                 "chat=" + lora + "tiny-qwen2-lora-chat"});
+  EXPECT_EQ(r.exit_code, 1);
+  for (const std::string& want :
+       {std::string("troupe: error: LoRA adapters (3 problems):"),
+        std::string("  - LoRA adapter 'gone' (/nonexistent/adapter): not a directory"),
+        std::string("LoRA adapter 'poet' (") + lora + "tiny-llama-lora-poet): rank 16 is above max_lora_rank 8",
+        std::string("LoRA adapter 'chat' (") + lora + "tiny-qwen2-lora-chat): tensor "
+            "'base_model.model.model.layers.",
+        std::string("0.self_attn.k_proj.lora_B.weight' has shape [64, 4], expected [32, 4] (rank "
+                    "4, k_proj is 128 -> 32 in the base model)"),
+        std::string("more tensors whose shapes do not fit the base model")}) {
+    EXPECT_NE(r.err.find(want), std::string::npos) << "missing: " << want << "\n" << r.err;
+  }
+  EXPECT_EQ(r.err.find("loading weights"), std::string::npos) << r.err;
+}
+
+TEST(cli_errors, unknown_lora_name) {
+  const std::string lora = std::string(TROUPE_TEST_DATA) + "/lora/";
+  run_result r = generate({"--model", model_dir("tiny-llama"), "--enable-lora", "--lora-modules",
+                           "sql=" + lora + "tiny-llama-lora-sql", "--lora", "sqll"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("prompt 0: lora: no adapter named 'sqll' (served: sql)"), std::string::npos)
+      << r.err;
+  r = generate({"--model", model_dir("tiny-llama"), "--lora", "sql"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("lora: no adapter named 'sql' (LoRA needs enable_lora and lora_modules)"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(cli_errors, tensor_parallel_size_not_dividing_heads) {

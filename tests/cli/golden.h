@@ -25,6 +25,7 @@ struct golden_case {
   std::vector<int64_t> prompt_ids;
   std::vector<std::optional<double>> prompt_logprobs;
   std::vector<int64_t> greedy_ids;
+  std::vector<int64_t> base_greedy_ids;  // LoRA goldens: the base model's greedy ids
   std::vector<step_logprobs> steps;
 };
 
@@ -35,11 +36,17 @@ inline std::vector<golden_case> load_golden(const std::string& path) {
   for (simdjson::dom::element c : doc["cases"].get_array()) {
     golden_case g;
     for (int64_t id : c["prompt_ids"].get_array()) g.prompt_ids.push_back(id);
-    for (simdjson::dom::element lp : c["prompt_logprobs"].get_array()) {
-      if (lp.is_null()) g.prompt_logprobs.push_back(std::nullopt);
-      else g.prompt_logprobs.push_back(double(lp));
+    simdjson::dom::array list;
+    if (c["prompt_logprobs"].get(list) == simdjson::SUCCESS) {  // (not in LoRA goldens)
+      for (simdjson::dom::element lp : list) {
+        if (lp.is_null()) g.prompt_logprobs.push_back(std::nullopt);
+        else g.prompt_logprobs.push_back(double(lp));
+      }
     }
     for (int64_t id : c["greedy_ids"].get_array()) g.greedy_ids.push_back(id);
+    if (c["base_greedy_ids"].get(list) == simdjson::SUCCESS) {
+      for (int64_t id : list) g.base_greedy_ids.push_back(id);
+    }
     size_t t = 0;
     for (simdjson::dom::element s : c["steps"].get_array()) {
       step_logprobs step;

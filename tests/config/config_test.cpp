@@ -59,7 +59,7 @@ engine_config parse_ok(const std::vector<std::string>& args) {
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 40u);
+  ASSERT_EQ(keys.size(), 43u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
@@ -67,6 +67,11 @@ TEST(config_keys, are_every_schema_key_in_order) {
   EXPECT_EQ(keys[22], "max_waiting_tokens");
   EXPECT_EQ(keys[24], "async_scheduling");
   EXPECT_EQ(keys[26], "speculative_config");
+  EXPECT_EQ(keys[27], "enable_lora");
+  EXPECT_EQ(keys[31], "max_cpu_loras");
+  EXPECT_EQ(keys[32], "allow_runtime_lora_updating");
+  EXPECT_EQ(keys[33], "lora_allowed_dirs");
+  EXPECT_EQ(keys[34], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 
@@ -178,6 +183,75 @@ TEST(parse_args, repeated_lists) {
             one_problem("lora_modules: expected 'name=path', got 'sql'"));
 }
 
+std::vector<std::pair<std::string, std::string>> lora_pairs(const engine_config& c) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const lora_module& m : c.lora_modules) v.emplace_back(m.name, m.path);
+  return v;
+}
+
+using name_path = std::vector<std::pair<std::string, std::string>>;
+
+// vLLM's `--lora-modules name=path [name=path ...]` (nargs='+'): every value
+// up to the next flag, repeated flags appending, JSON objects among them.
+TEST(parse_args, list_flags_take_several_values) {
+  engine_config c = parse_ok({"--lora-modules", "sql=/l/sql", "chat=/l/chat", "--port", "1",
+                              "--lora-modules", R"({"name": "code", "path": "/l/code"})",
+                              "math=/l/math"});
+  EXPECT_EQ(lora_pairs(c), (name_path{{"sql", "/l/sql"}, {"chat", "/l/chat"},
+                                      {"code", "/l/code"}, {"math", "/l/math"}}));
+  EXPECT_EQ(c.port, 1);
+  EXPECT_EQ(parse_ok({"--served-model-name", "a", "b", "--served-model-name=c"}).served_model_name,
+            (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(parse_ok({"--lora-allowed-dirs", "/a", "/b"}).lora_allowed_dirs,
+            (std::vector<std::string>{"/a", "/b"}));
+  // Each value is checked at its place.
+  EXPECT_EQ(parse_error({"--lora-modules", "sql=/l/sql", "bad", "--port", "x", "--lora-modules",
+                         "chat"}),
+            "invalid configuration (3 problems):\n"
+            "  - lora_modules: expected 'name=path', got 'bad'\n"
+            "  - port: expected an integer, got 'x'\n"
+            "  - lora_modules: expected 'name=path', got 'chat'");
+  // `--key=value` is one value (as argparse): the next word is no value of it.
+  EXPECT_EQ(parse_error({"--lora-modules=sql=/l/sql", "chat=/l/chat"}),
+            one_problem("unexpected argument 'chat=/l/chat'"));
+  // The command line replaces the file's list, whatever the number of values.
+  yaml_file f("lora_modules: [a=/a, b=/b]\nlora_allowed_dirs: [/x]\n");
+  c = parse_ok({"--config", f.path(), "--lora-modules", "c=/c", "d=/d", "--lora-allowed-dirs",
+                "/y"});
+  EXPECT_EQ(lora_pairs(c), (name_path{{"c", "/c"}, {"d", "/d"}}));
+  EXPECT_EQ(c.lora_allowed_dirs, std::vector<std::string>{"/y"});
+  EXPECT_EQ(lora_pairs(parse_ok({"--config", f.path()})), (name_path{{"a", "/a"}, {"b", "/b"}}));
+}
+
+TEST(parse_args, lora_keys) {
+  const engine_config defaults;
+  EXPECT_FALSE(defaults.enable_lora);
+  EXPECT_EQ(defaults.max_loras, 1);
+  EXPECT_EQ(defaults.max_lora_rank, 16);
+  EXPECT_EQ(defaults.max_cpu_loras, 0);
+  EXPECT_FALSE(defaults.allow_runtime_lora_updating);
+  EXPECT_TRUE(defaults.lora_allowed_dirs.empty());
+  engine_config c = parse_ok({"--enable-lora", "--max-loras", "4", "--max-lora-rank=64",
+                              "--max-cpu-loras", "8", "--allow-runtime-lora-updating",
+                              "--lora-allowed-dirs", "/adapters", "--lora_allowed_dirs=/more"});
+  EXPECT_TRUE(c.enable_lora);
+  EXPECT_EQ(c.max_loras, 4);
+  EXPECT_EQ(c.max_lora_rank, 64);
+  EXPECT_EQ(c.max_cpu_loras, 8);
+  EXPECT_TRUE(c.allow_runtime_lora_updating);
+  EXPECT_EQ(c.lora_allowed_dirs, (std::vector<std::string>{"/adapters", "/more"}));
+  EXPECT_FALSE(parse_ok({"--allow-runtime-lora-updating", "false"}).allow_runtime_lora_updating);
+  EXPECT_FALSE(parse_ok({"--no-allow-runtime-lora-updating"}).allow_runtime_lora_updating);
+  EXPECT_EQ(parse_error({"--max-cpu-loras", "many"}),
+            one_problem("max_cpu_loras: expected an integer, got 'many'"));
+  EXPECT_EQ(parse_error({"--allow-runtime-lora-updating=yes"}),
+            one_problem("allow_runtime_lora_updating: expected true or false, got 'yes'"));
+  EXPECT_EQ(parse_error({"--lora-allowed-dirs"}),
+            one_problem("flag '--lora-allowed-dirs' needs a value"));
+  EXPECT_EQ(parse_error({"--max-cpu-lora", "2"}),
+            one_problem("unknown flag '--max-cpu-lora' (did you mean '--max-cpu-loras'?)"));
+}
+
 TEST(parse_args, speculative_config_is_a_json_object) {
   engine_config c = parse_ok(
       {"--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 5})"});
@@ -236,6 +310,49 @@ TEST(load_config_file, reads_every_kind_of_value) {
   EXPECT_EQ(r->speculative_config.at("num_speculative_tokens"), "4");
   EXPECT_EQ(r->max_num_seqs, 12);
   EXPECT_EQ(r->port, 9000);  // absent keys keep the base value
+}
+
+TEST(load_config_file, lora_keys) {
+  yaml_file f(
+      "enable_lora: true\n"
+      "lora_modules:\n"
+      "  - sql=/l/sql\n"
+      "  - {name: chat, path: /l/chat}\n"
+      "max_loras: 2\n"
+      "max_lora_rank: 32\n"
+      "max_cpu_loras: 6\n"
+      "allow_runtime_lora_updating: true\n"
+      "lora_allowed_dirs: [/adapters, /more]\n");
+  auto r = load_config_file(f.path(), {});
+  ASSERT_TRUE(r.ok()) << r.error_message();
+  EXPECT_TRUE(r->enable_lora);
+  EXPECT_EQ(lora_pairs(*r), (name_path{{"sql", "/l/sql"}, {"chat", "/l/chat"}}));
+  EXPECT_EQ(r->max_loras, 2);
+  EXPECT_EQ(r->max_lora_rank, 32);
+  EXPECT_EQ(r->max_cpu_loras, 6);
+  EXPECT_EQ(effective_max_cpu_loras(*r), 6);
+  EXPECT_TRUE(r->allow_runtime_lora_updating);
+  EXPECT_EQ(r->lora_allowed_dirs, (std::vector<std::string>{"/adapters", "/more"}));
+
+  yaml_file one("lora_allowed_dirs: /adapters\nmax-cpu-loras: 3\n");
+  r = load_config_file(one.path(), {});
+  ASSERT_TRUE(r.ok()) << r.error_message();
+  EXPECT_EQ(r->lora_allowed_dirs, std::vector<std::string>{"/adapters"});
+  EXPECT_EQ(r->max_cpu_loras, 3);
+
+  yaml_file bad(
+      "max_cpu_loras: 1.5\n"
+      "allow_runtime_lora_updating: sometimes\n"
+      "lora_allowed_dirs: {a: 1}\n"
+      "lora_alowed_dirs: [/a]\n");
+  r = load_config_file(bad.path(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error_message(),
+            "invalid configuration (4 problems):\n"
+            "  - max_cpu_loras: expected an integer, got '1.5'\n"
+            "  - allow_runtime_lora_updating: expected true or false, got 'sometimes'\n"
+            "  - lora_allowed_dirs: expected a list, got a mapping\n"
+            "  - lora_alowed_dirs: unknown key (did you mean 'lora_allowed_dirs'?)");
 }
 
 TEST(load_config_file, reports_every_bad_key_and_type) {
@@ -457,16 +574,135 @@ TEST(validate_config, execution_and_lora_sections) {
   EXPECT_EQ(problems_with([](auto& c) { c.speculative_config["method"] = "eagle"; }),
             problems{"speculative_config.method: 'eagle' is not supported by troupe "
                      "(supported: ngram)"});
-  EXPECT_EQ(problems_with([](auto& c) { c.enable_lora = true; }),
-            problems{"enable_lora: LoRA is not supported yet"});
+  EXPECT_EQ(problems_with([](auto& c) { c.enable_lora = true; }), problems{});
   EXPECT_EQ(problems_with([](auto& c) { c.lora_modules = {{"a", "/a"}, {"", "/b"}}; }),
             (problems{"lora_modules: requires enable_lora: true",
-                      "lora_modules[1]: needs a name and a path"}));
+                      "lora_modules[1]: needs a name (path '/b')"}));
   EXPECT_EQ(problems_with([](auto& c) { c.max_loras = 0; }),
             problems{"max_loras: 0 must be >= 1"});
   EXPECT_EQ(problems_with([](auto& c) { c.max_lora_rank = 24; }),
             problems{"max_lora_rank: 24 is not one of 1, 8, 16, 32, 64, 128, 256, 320, 512"});
   EXPECT_EQ(problems_with([](auto& c) { c.max_lora_rank = 320; }), problems{});
+}
+
+engine_config lora_config() {
+  engine_config c = valid_config();
+  c.enable_lora = true;
+  c.lora_modules = {{"sql", "/l/sql"}, {"chat", "/l/chat"}};
+  return c;
+}
+
+std::vector<std::string> lora_problems_with(const std::function<void(engine_config&)>& edit) {
+  engine_config c = lora_config();
+  edit(c);
+  return validate_config(c, nullptr);
+}
+
+TEST(validate_config, lora_with_two_modules_is_valid) {
+  const model_config m = tiny_model();
+  EXPECT_EQ(validate_config(lora_config(), nullptr), problems{});
+  EXPECT_EQ(validate_config(lora_config(), &m), problems{});
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.max_loras = 2;
+              c.max_lora_rank = 64;
+              c.max_cpu_loras = 4;
+              c.allow_runtime_lora_updating = true;
+              c.lora_allowed_dirs = {"/l"};
+            }),
+            problems{});
+  // Parsed from the command line too.
+  EXPECT_EQ(validate_config(parse_ok({"--model", "/m", "--enable-lora", "--lora-modules",
+                                      "sql=/l/sql", "chat=/l/chat"}),
+                            nullptr),
+            problems{});
+  // lora_allowed_dirs only matters with runtime updating: not an error without it.
+  EXPECT_EQ(lora_problems_with([](auto& c) { c.lora_allowed_dirs = {"/l"}; }), problems{});
+}
+
+TEST(validate_config, lora_modules_each_message) {
+  EXPECT_EQ(lora_problems_with([](auto& c) { c.enable_lora = false; }),
+            problems{"lora_modules: requires enable_lora: true"});
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.lora_modules = {{"", ""}, {"", "/b"}, {"sql", ""}};
+            }),
+            (problems{"lora_modules[0]: needs a name and a path",
+                      "lora_modules[1]: needs a name (path '/b')",
+                      "lora_modules[2]: 'sql' needs a path"}));
+  // A duplicate is reported once, however often it is listed.
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.lora_modules = {{"sql", "/a"}, {"chat", "/b"}, {"sql", "/c"}, {"sql", "/d"},
+                                {"chat", "/b"}};
+            }),
+            (problems{"lora_modules: 'sql' is listed twice",
+                      "lora_modules: 'chat' is listed twice"}));
+  // The base model's names are reserved: served_model_name, else model.
+  EXPECT_EQ(lora_problems_with([](auto& c) { c.lora_modules.push_back({"/models/tiny", "/l/x"}); }),
+            problems{"lora_modules[2]: name '/models/tiny' is the base model's served name"});
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.served_model_name = {"tiny", "base"};
+              c.lora_modules.push_back({"base", "/l/x"});
+              c.lora_modules.push_back({"/models/tiny", "/l/y"});  // no served name now
+            }),
+            problems{"lora_modules[2]: name 'base' is the base model's served name"});
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.served_model_name = {"tiny"};
+              c.lora_modules = {{"tiny", "/l/a"}, {"tiny", ""}};
+            }),
+            (problems{"lora_modules[0]: name 'tiny' is the base model's served name",
+                      "lora_modules[1]: 'tiny' needs a path",
+                      "lora_modules[1]: name 'tiny' is the base model's served name",
+                      "lora_modules: 'tiny' is listed twice"}));
+}
+
+TEST(validate_config, lora_limits_each_message) {
+  EXPECT_EQ(lora_problems_with([](auto& c) { c.max_loras = -1; }),
+            problems{"max_loras: -1 must be >= 1"});
+  // max_cpu_loras: 0 is unset (max_loras); set, at least max_loras (vLLM's message).
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.max_loras = 4;
+              c.max_cpu_loras = 2;
+            }),
+            problems{"max_cpu_loras: max_cpu_loras (2) must be >= max_loras (4)"});
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.max_loras = 4;
+              c.max_cpu_loras = 4;
+            }),
+            problems{});
+  EXPECT_EQ(lora_problems_with([](auto& c) { c.max_cpu_loras = -3; }),
+            problems{"max_cpu_loras: -3 must be >= 0 (0: max_loras)"});
+  EXPECT_EQ(lora_problems_with([](auto& c) {
+              c.max_loras = 0;
+              c.max_cpu_loras = 1;  // no second message about an invalid max_loras
+            }),
+            problems{"max_loras: 0 must be >= 1"});
+  EXPECT_EQ(problems_with([](auto& c) { c.allow_runtime_lora_updating = true; }),
+            problems{"allow_runtime_lora_updating: requires enable_lora: true"});
+  EXPECT_EQ(lora_problems_with([](auto& c) { c.lora_allowed_dirs = {"/l", ""}; }),
+            problems{"lora_allowed_dirs[1]: must not be empty"});
+  // Every problem at once, in schema order.
+  EXPECT_EQ(problems_with([](auto& c) {
+              c.lora_modules = {{"x", "/x"}, {"x", ""}};
+              c.max_lora_rank = 7;
+              c.max_cpu_loras = -1;
+              c.allow_runtime_lora_updating = true;
+              c.lora_allowed_dirs = {""};
+            }),
+            (problems{"lora_modules: requires enable_lora: true",
+                      "lora_modules[1]: 'x' needs a path",
+                      "lora_modules: 'x' is listed twice",
+                      "max_lora_rank: 7 is not one of 1, 8, 16, 32, 64, 128, 256, 320, 512",
+                      "max_cpu_loras: -1 must be >= 0 (0: max_loras)",
+                      "allow_runtime_lora_updating: requires enable_lora: true",
+                      "lora_allowed_dirs[0]: must not be empty"}));
+}
+
+TEST(effective_max_cpu_loras, is_max_loras_when_unset) {
+  engine_config c;
+  EXPECT_EQ(effective_max_cpu_loras(c), 1);
+  c.max_loras = 4;
+  EXPECT_EQ(effective_max_cpu_loras(c), 4);
+  c.max_cpu_loras = 16;
+  EXPECT_EQ(effective_max_cpu_loras(c), 16);
 }
 
 TEST(validate_config, server_section_and_schema_order) {

@@ -275,6 +275,36 @@ TEST_F(cpu_ops_test, silu_and_mul_matches_reference) {
   expect_close(read(out), want);
 }
 
+// lora_add: each token's adapter slot (or none) adds B_s (A_s x) into its
+// columns [col0, col0 + out) of a wider output; the rest is untouched.
+TEST_F(cpu_ops_test, lora_add_adds_each_tokens_adapter_delta) {
+  const int64_t n = 5, in = 24, out = 10, rank = 4, slots = 3, width = 17, col0 = 4;
+  const auto x = random_vec(rng_, n * in), a = random_vec(rng_, slots * rank * in),
+             b = random_vec(rng_, slots * out * rank), base = random_vec(rng_, n * width);
+  const std::vector<int32_t> token_slots = {2, -1, 0, 2, 1};
+  const tensor tx = make(n, in, x), to = make(n, width, base);
+  const lora_stack w{make(slots * rank, in, a), make(slots * out, rank, b), slots, rank};
+  const tensor scratch = ops_.alloc(dtype::f32, n, rank);
+  ops_.lora_add(tx, w, ints(token_slots), scratch, to, col0);
+  std::vector<double> want(base.begin(), base.end());
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t s = token_slots[static_cast<size_t>(t)];
+    if (s < 0) continue;
+    for (int64_t j = 0; j < out; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < rank; ++r) {
+        double u = 0;
+        for (int64_t k = 0; k < in; ++k) u += double(a[(s * rank + r) * in + k]) * x[t * in + k];
+        sum += double(b[(s * out + j) * rank + r]) * u;
+      }
+      want[t * width + col0 + j] += sum;
+    }
+  }
+  const std::vector<float> got = read(to);
+  expect_close(got, want);
+  for (int64_t j = 0; j < width; ++j) EXPECT_EQ(got[width + j], base[width + j]);  // slot -1
+}
+
 TEST_F(cpu_ops_test, gather_rows_and_embedding_copy_the_indexed_rows) {
   const int64_t rows = 11, cols = 19;
   const auto table = random_vec(rng_, rows * cols);

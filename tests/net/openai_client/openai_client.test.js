@@ -11,6 +11,10 @@
 //   tokenizer fixtures' golden ids.
 // - examples/deploy-cpu.yaml: the tiny-llama fixture (no tokenizer): token-id
 //   prompts at temperature 0 must give the fixture's golden greedy ids.
+// - examples/deploy-cpu-lora.yaml: the same model with two PEFT adapters
+//   chosen by `model`: concurrent requests mixing both adapters and the base
+//   must each give their own golden ids (peft's), /v1/models lists the
+//   adapters with root and parent.
 //
 // Run by CTest as openai_client_test (tests/net/CMakeLists.txt), or by hand
 // from the repository root:
@@ -575,5 +579,59 @@ describe('tiny-llama fixture (token ids)', () => {
     assert.deepEqual(finish, cases.map(() => 'length'));
     const promptTokens = cases.reduce((sum, g) => sum + g.prompt_ids.length, 0);
     assertUsage(chunks[chunks.length - 1].usage, promptTokens, 24 * cases.length);
+  });
+});
+
+describe('tiny-llama with LoRA adapters (model picks the adapter)', () => {
+  const MODEL = 'tests/data/models/tiny-llama';
+  const ADAPTERS = {
+    sql: readJson('tests/data/lora/tiny-llama-lora-sql/golden.json').cases,
+    poet: readJson('tests/data/lora/tiny-llama-lora-poet/golden.json').cases,
+  };
+  let server;
+  let oai;
+  before(async () => {
+    server = await startServer(['--config', 'examples/deploy-cpu-lora.yaml']);
+    oai = client(server);
+  });
+  after(async () => {
+    await stopAndCheck(server);
+  });
+
+  it('lists the base and each adapter with root and parent', CASE, async () => {
+    const page = await oai.models.list();
+    assert.deepEqual(page.data.map((m) => m.id), [MODEL, 'sql', 'poet']);
+    assert.equal(page.data[0].parent, null);
+    assert.equal(page.data[1].root, 'tests/data/lora/tiny-llama-lora-sql');
+    assert.equal(page.data[1].parent, MODEL);
+    assert.equal(page.data[2].parent, MODEL);
+  });
+
+  it('concurrent requests mixing both adapters and the base give each its golden ids', CASE, async () => {
+    const jobs = [];
+    for (const [name, cases] of Object.entries(ADAPTERS)) {
+      for (const g of cases) {
+        jobs.push({ model: name, prompt: g.prompt_ids, want: g.greedy_ids });
+        jobs.push({ model: MODEL, prompt: g.prompt_ids, want: g.base_greedy_ids });
+      }
+    }
+    const results = await Promise.all(jobs.map((j, i) => oai.completions.create({
+      model: j.model, prompt: j.prompt, max_tokens: j.want.length, temperature: 0, ignore_eos: true,
+      stream: i % 2 === 1,
+    }).then(async (r) => {
+      if (!(i % 2 === 1)) return { model: r.model, ids: r.choices[0].token_ids };
+      const chunks = await collect(r);
+      return { model: chunks[0].model, ids: chunks.flatMap((k) => k.choices.flatMap((x) => x.token_ids || [])) };
+    })));
+    jobs.forEach((j, i) => {
+      assert.equal(results[i].model, j.model, `job ${i}`);
+      assert.deepEqual(results[i].ids, j.want, `job ${i}: ${j.model}, prompt of ${j.prompt.length} ids`);
+    });
+  });
+
+  it('an unknown adapter name is NotFoundError 404', CASE, async () => {
+    await assert.rejects(
+      oai.completions.create({ model: 'sqll', prompt: [1, 2, 3], max_tokens: 2 }),
+      (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && /sqll/.test(e.message));
   });
 });
