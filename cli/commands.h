@@ -13,6 +13,7 @@ int run_tokenize(const std::vector<std::string>& args);
 int run_detokenize(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);  // cli/bench/
+int run_make_lora(const std::vector<std::string>& args);
 
 // Prints "troupe: error: <message>" to stderr.
 void print_error(const std::string& message);

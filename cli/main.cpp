@@ -29,6 +29,9 @@ constexpr const char* usage =
     "  serve      the OpenAI-compatible HTTP server (see docs/server.md):\n"
     "             troupe serve --model DIR [--config FILE] [--<config-key> VALUE]...\n"
     "  bench      benchmarks (see docs/bench.md): troupe bench serve|throughput|latency ...\n"
+    "  make-lora  random PEFT LoRA adapters for a model (benchmarks; docs/lora.md):\n"
+    "             troupe make-lora --model DIR --out DIR [--rank 16] [--alpha 32]\n"
+    "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"
     "  version    print the version\n"
     "\n"
     "Every config key is also a --kebab-case flag; see docs/configuration.md.\n";
@@ -53,6 +56,7 @@ int main(int argc, char** argv) {
   }
   if (command == "serve") return troupe::run_serve(args);
   if (command == "bench") return troupe::run_bench(args);
+  if (command == "make-lora") return troupe::run_make_lora(args);
   troupe::print_error("unknown command '" + command + "'\n" + troupe::usage);
   return 2;
 }

@@ -63,6 +63,18 @@ struct lora_stack {
   int64_t rank = 0;
 };
 
+// A step's tokens by LoRA adapter slot (ops::lora_add), backend memory,
+// built by the caller for the step's n tokens and `slots` slots.
+struct lora_batch {
+  const int32_t* token_slots = nullptr;    // [n]: each token's slot, -1: none
+  // [n]: token indices grouped by slot (slot 0's in order, then slot 1's,
+  // ...), the tokens without a slot last.
+  const int32_t* sorted_tokens = nullptr;
+  // [slots + 1]: slot s's tokens are sorted_tokens[slot_starts[s] ..
+  // slot_starts[s + 1]).
+  const int32_t* slot_starts = nullptr;
+};
+
 // RoPE tables, [max_position, head_dim / 2] each, built on the host by the
 // model (which knows the scaling rule) and uploaded once.
 struct rope_tables {
@@ -158,17 +170,20 @@ class ops {
     linear(x, w, nullptr, gate_up);
     silu_and_mul(gate_up, out);
   }
-  // LoRA (multi-adapter batches, Punica's BGMV: shrink, then expand): for
-  // each token t whose slot s = token_slots[t] is >= 0,
-  //   u[t, r] = sum_k a[s * rank + r, k] x[t, k]          (r < rank)
-  //   out[t, col0 + j] += sum_r b[s * out_cols + j, r] u[t, r]
-  // with out_cols = b.rows / slots; tokens with slot -1 are left alone.
-  // `w` (lora_stack) holds every slot's lora_A rows and lora_B rows (its
-  // scaling folded in), zero-padded to `rank`. `scratch` is float32 with
-  // at least x.rows rows of `rank` columns (u, kept in float32); sums in
-  // float32, out rounded once to its type. token_slots is backend memory
-  // ([x.rows]).
-  virtual void lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+  // LoRA (multi-adapter batches; Punica's shrink, then expand) for `count`
+  // target modules that read the same x and write side by side in out
+  // (q, k, v; gate, up; or one module): for module m (stack w[m]) and each
+  // token t whose slot s = batch.token_slots[t] is >= 0,
+  //   u[t, m * rank + r] = sum_k a_m[s * rank + r, k] x[t, k]      (r < rank)
+  //   out[t, c_m + j] += sum_r b_m[s * out_m + j, r] u[t, m * rank + r]
+  // with out_m = b_m.rows / slots, c_0 = col0, c_{m+1} = c_m + out_m;
+  // tokens with slot -1 are left alone. Every stack has the same slots and
+  // rank, lora_A rows and lora_B rows (scaling folded in) zero-padded to
+  // rank. `scratch` is float32 with at least x.rows rows of count * rank
+  // columns (u, kept in float32); sums in float32, out rounded once to its
+  // type. `batch` also lists the tokens by slot, so that a backend reads
+  // each adapter's weights once for all of its tokens.
+  virtual void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                         const tensor& scratch, const tensor& out, int64_t col0) = 0;
   // Copies whole KV blocks: block src_blocks[i] of `src` to block
   // dst_blocks[i] of `dst`, K and V (swapping between device and host

@@ -188,7 +188,7 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
   const tensor hidden = ws_.hidden.row_slice(0, n);
   const tensor residual = ws_.residual.row_slice(0, n);
   ops_.embedding(in.token_ids, n, embed_tokens_, residual);  // the first block's input
-  TROUPE_CHECK(!lora_enabled() || in.lora_slots != nullptr);
+  TROUPE_CHECK(!lora_enabled() || in.lora.token_slots != nullptr);
   for (size_t i = 0; i < layers_.size(); ++i) run_layer(i, in, cache[i]);
   ops_.add_rms_norm(residual, hidden, final_norm_, static_cast<float>(config_.rms_norm_eps),
                     ws_.normed.row_slice(0, n));

@@ -36,9 +36,9 @@ struct forward_inputs {
   const int32_t* positions = nullptr;     // [num_tokens]
   const int32_t* slot_mapping = nullptr;  // [num_tokens], -1 = do not cache
   attention_metadata attention;
-  // With LoRA enabled: each token's adapter slot, -1 for the base model
-  // ([num_tokens]); required then, ignored otherwise.
-  const int32_t* lora_slots = nullptr;
+  // With LoRA enabled: the tokens' adapter slots (-1: the base model),
+  // required then, ignored otherwise.
+  lora_batch lora;
 };
 
 class llama_model {
@@ -95,7 +95,7 @@ class llama_model {
   };
   struct workspace {
     tensor hidden, residual, normed, qkv, q, attn, gate_up, act, selected;
-    tensor lora_u;  // float32 [tokens, max rank]: lora_add's scratch
+    tensor lora_u;  // float32 [tokens, 3 x max rank]: lora_add's scratch (q, k, v)
   };
 
   llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type);

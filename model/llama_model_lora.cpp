@@ -2,9 +2,10 @@
 // lora_stack of every slot's lora_A rows [slots * rank, in] and lora_B rows
 // [slots * out, rank] (scaling folded in), ranks below the maximum
 // zero-padded, modules an adapter leaves alone all zeros. A forward adds
-// each token's delta with ops::lora_add (tokens of the base: slot -1). All
-// seven modules are always run, so that one captured graph serves every mix
-// of adapters.
+// each token's delta with ops::lora_add, one call for the modules that read
+// the same input (q/k/v, gate/up; o; down), tokens of the base at slot -1.
+// All seven modules are always run, so that one captured graph serves every
+// mix of adapters.
 #include <algorithm>
 
 #include "model/llama_model.h"
@@ -30,7 +31,7 @@ void llama_model::enable_lora(int64_t max_loras, int64_t max_rank) {
       ops_.upload(zeros.data(), s.b);
     }
   }
-  ws_.lora_u = ops_.alloc(dtype::f32, max_num_tokens_, max_rank);
+  ws_.lora_u = ops_.alloc(dtype::f32, max_num_tokens_, 3 * max_rank);
 }
 
 void llama_model::load_lora(int64_t slot, const lora_adapter& adapter) {
@@ -59,13 +60,8 @@ void llama_model::load_lora(int64_t slot, const lora_adapter& adapter) {
 void llama_model::add_lora(size_t layer, lora_target first, int count, const tensor& x,
                            const forward_inputs& in, const tensor& out) {
   const tensor scratch = ws_.lora_u.row_slice(0, in.num_tokens);
-  int64_t col = 0;
-  for (int i = 0; i < count; ++i) {
-    const int t = static_cast<int>(first) + i;
-    const lora_stack& s = lora_[layer * num_lora_targets + static_cast<size_t>(t)];
-    ops_.lora_add(x, s, in.lora_slots, scratch, out, col);
-    col += s.b.rows / s.slots;
-  }
+  ops_.lora_add(x, &lora_[layer * num_lora_targets + static_cast<size_t>(first)], count, in.lora,
+                scratch, out, 0);
 }
 
 }  // namespace troupe

@@ -95,5 +95,6 @@ void fill_dummy_f32(uint64_t key, float* out, size_t n, float scale, float offse
 float bf16_to_f32(uint16_t v);
 float f16_to_f32(uint16_t v);
 uint16_t f32_to_bf16(float v);  // round to nearest even
+uint16_t f32_to_f16(float v);   // IEEE half, round to nearest even (subnormals, inf, NaN too)
 
 }  // namespace troupe

@@ -40,7 +40,7 @@ int64_t model_runner::input_bytes(const runner_limits& limits) {
   const int64_t t = limits.max_num_batched_tokens, s = max_attention_seqs(limits);
   const int64_t max_blocks = (limits.max_model_len + limits.block_size - 1) / limits.block_size;
   const int64_t ints = 4 * t + (s + 1) + s + s * max_blocks +
-                       (limits.max_loras > 0 ? t : 0);  // as allocated below
+                       (limits.max_loras > 0 ? 2 * t + limits.max_loras + 1 : 0);  // as allocated below
   return ints * 4;
 }
 
@@ -79,6 +79,8 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
                    "the model's LoRA slots differ from runner_limits.max_loras");
   if (limits.max_loras > 0) {
     lora_slots_dev_ = ops_->alloc_ints(t);
+    lora_sorted_dev_ = ops_->alloc_ints(t);
+    lora_starts_dev_ = ops_->alloc_ints(limits.max_loras + 1);
     slot_adapter_.assign(static_cast<size_t>(limits.max_loras), 0);
   }
   logits_ = ops_->alloc(dtype::f32, logits_chunk_rows, cfg.vocab_size);
@@ -257,8 +259,21 @@ forward_inputs model_runner::upload(const host_batch& batch) {
   forward_inputs in;
   if (lora_slots_dev_ != nullptr) {
     TROUPE_CHECK(static_cast<int64_t>(batch.lora_slots.size()) == n);
+    // The tokens by slot (a counting sort), the base's last.
+    const auto slots = static_cast<int32_t>(slot_adapter_.size());
+    lora_starts_.assign(static_cast<size_t>(slots) + 2, 0);
+    for (int32_t s : batch.lora_slots) ++lora_starts_[static_cast<size_t>(s < 0 ? slots : s) + 1];
+    for (size_t s = 1; s < lora_starts_.size(); ++s) lora_starts_[s] += lora_starts_[s - 1];
+    lora_sorted_.resize(static_cast<size_t>(n));
+    std::vector<int32_t> next(lora_starts_.begin(), lora_starts_.end() - 1);
+    for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
+      const int32_t s = batch.lora_slots[static_cast<size_t>(i)];
+      lora_sorted_[static_cast<size_t>(next[static_cast<size_t>(s < 0 ? slots : s)]++)] = i;
+    }
     ops_->upload_ints(batch.lora_slots.data(), lora_slots_dev_, n);
-    in.lora_slots = lora_slots_dev_;
+    ops_->upload_ints(lora_sorted_.data(), lora_sorted_dev_, n);
+    ops_->upload_ints(lora_starts_.data(), lora_starts_dev_, slots + 1);
+    in.lora = {lora_slots_dev_, lora_sorted_dev_, lora_starts_dev_};
   }
   in.num_tokens = n;
   in.token_ids = token_ids_dev_;

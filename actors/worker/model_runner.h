@@ -212,7 +212,12 @@ class model_runner {
   int32_t* seq_lens_dev_ = nullptr;
   int32_t* block_tables_dev_ = nullptr;
   int32_t* logit_rows_dev_ = nullptr;
-  int32_t* lora_slots_dev_ = nullptr;  // with LoRA: each token's adapter slot
+  // With LoRA: each token's adapter slot, the tokens by slot, each slot's
+  // first (lora_batch).
+  int32_t* lora_slots_dev_ = nullptr;
+  int32_t* lora_sorted_dev_ = nullptr;
+  int32_t* lora_starts_dev_ = nullptr;
+  std::vector<int32_t> lora_sorted_, lora_starts_;  // host side, reused
   std::shared_ptr<const lora_registry> loras_;
   std::vector<int64_t> slot_adapter_;  // adapter id per LoRA slot, 0: empty
   std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed

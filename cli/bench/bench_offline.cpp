@@ -70,10 +70,18 @@ offline_result run_offline_batch(engine& eng, const std::vector<offline_request>
   state.result.output_tokens.assign(n, 0);
   state.result.errors.assign(n, "");
   state.remaining = n;
+  // With LoRA adapters served, the requests are spread over them uniformly
+  // (request i runs adapter i mod N; docs/lora.md).
+  std::vector<int64_t> adapters;
+  if (const auto loras = eng.loras()) {
+    for (const lora_registry::entry& e : loras->list()) adapters.push_back(e.id);
+  }
   std::vector<engine::submission> batch;
   batch.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    batch.push_back({requests[i].prompt_ids, requests[i].params, std::make_shared<timed_sink>(state, i), -1});
+    sampling_params params = requests[i].params;
+    if (!adapters.empty() && params.lora_id == 0) params.lora_id = adapters[i % adapters.size()];
+    batch.push_back({requests[i].prompt_ids, params, std::make_shared<timed_sink>(state, i), -1});
   }
   state.start = clock::now();
   eng.submit_batch(std::move(batch));

@@ -2,7 +2,8 @@
 // throughput` and `bench latency`: all requests go in one submit_batch (so
 // they are admitted together, as vLLM's LLM.generate), and a sink per
 // request stamps its first token and its end with steady_clock. Blocks
-// until every request has finished.
+// until every request has finished. With LoRA adapters served, request i
+// runs adapter i mod N (a uniform mix; the base runs none of them).
 #pragma once
 
 #include <cstdint>

@@ -150,34 +150,45 @@ void cpu_ops::linear(const tensor& x, const tensor& w, const tensor* bias, const
   }
 }
 
-void cpu_ops::lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+void cpu_ops::lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                        const tensor& scratch, const tensor& out, int64_t col0) {
-  TROUPE_CHECK(w.slots > 0 && w.rank > 0 && w.a.rows == w.slots * w.rank && w.a.cols == x.cols);
-  TROUPE_CHECK(w.b.cols == w.rank && w.b.rows % w.slots == 0);
-  const int64_t out_cols = w.b.rows / w.slots;
-  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + out_cols <= out.cols);
-  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= w.rank);
-  // Shrink then expand, token by token (the reference: a token's sums run
-  // in index order; tokens are independent).
+  TROUPE_CHECK(count >= 1);
+  const int64_t slots = w[0].slots, rank = w[0].rank;
+  int64_t cols = 0;
+  for (int m = 0; m < count; ++m) {
+    TROUPE_CHECK(w[m].slots == slots && w[m].rank == rank && slots > 0 && rank > 0);
+    TROUPE_CHECK(w[m].a.rows == slots * rank && w[m].a.cols == x.cols);
+    TROUPE_CHECK(w[m].b.cols == rank && w[m].b.rows % slots == 0);
+    cols += w[m].b.rows / slots;
+  }
+  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
+  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= count * rank);
+  // The reference: token by token (a token's sums in index order; tokens
+  // are independent), by the token-slot array alone.
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < x.rows; ++t) {
-    const int32_t s = token_slots[t];
+    const int32_t s = batch.token_slots[t];
     if (s < 0) continue;
-    TROUPE_CHECK(s < w.slots);
-    float* u = scratch.f32() + t * scratch.cols;
+    TROUPE_CHECK(s < slots);
     const float* xt = x.f32() + t * x.cols;
-    for (int64_t r = 0; r < w.rank; ++r) {
-      const float* a = w.a.f32() + (s * w.rank + r) * w.a.cols;
-      float sum = 0;
-      for (int64_t k = 0; k < x.cols; ++k) sum += a[k] * xt[k];
-      u[r] = sum;
-    }
-    float* o = out.f32() + t * out.cols + col0;
-    for (int64_t j = 0; j < out_cols; ++j) {
-      const float* b = w.b.f32() + (s * out_cols + j) * w.rank;
-      float sum = 0;
-      for (int64_t r = 0; r < w.rank; ++r) sum += b[r] * u[r];
-      o[j] += sum;
+    int64_t c = col0;
+    for (int m = 0; m < count; ++m) {
+      float* u = scratch.f32() + t * scratch.cols + m * rank;
+      for (int64_t r = 0; r < rank; ++r) {
+        const float* a = w[m].a.f32() + (s * rank + r) * w[m].a.cols;
+        float sum = 0;
+        for (int64_t k = 0; k < x.cols; ++k) sum += a[k] * xt[k];
+        u[r] = sum;
+      }
+      const int64_t out_cols = w[m].b.rows / slots;
+      float* o = out.f32() + t * out.cols + c;
+      for (int64_t j = 0; j < out_cols; ++j) {
+        const float* b = w[m].b.f32() + (s * out_cols + j) * rank;
+        float sum = 0;
+        for (int64_t r = 0; r < rank; ++r) sum += b[r] * u[r];
+        o[j] += sum;
+      }
+      c += out_cols;
     }
   }
 }

@@ -47,7 +47,7 @@ class cpu_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;
-  void lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+  void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                 const tensor& scratch, const tensor& out, int64_t col0) override;
   void copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
                       const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,

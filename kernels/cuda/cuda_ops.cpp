@@ -17,18 +17,13 @@
 #include "kernels/cuda/cache/cache.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops_impl.h"
-#include "kernels/cuda/lora/lora.h"
+#include "kernels/cuda/lora/sgmv.h"
 #include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/rope/rope.h"
 #include "kernels/cuda/sampling/sampling.h"
 
 namespace troupe {
 
-namespace {
-
-uint16_t f32_to_f16_bits(float v);
-
-}  // namespace
 
 namespace {
 
@@ -398,7 +393,7 @@ void cuda_ops::upload(const float* host, const tensor& dst) {
   }
   std::vector<uint16_t> bits(n);
   for (size_t i = 0; i < n; ++i) {
-    bits[i] = dst.type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16_bits(host[i]);
+    bits[i] = dst.type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
   }
   TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, bits.data(), n * 2, cudaMemcpyHostToDevice));
 }
@@ -611,23 +606,45 @@ void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate
                  impl_->stream);
 }
 
-void cuda_ops::lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+void cuda_ops::lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                         const tensor& scratch, const tensor& out, int64_t col0) {
-  TROUPE_CHECK(w.slots > 0 && w.rank > 0 && w.rank <= cuda::lora_max_rank);
-  TROUPE_CHECK(x.type == w.a.type && x.type == w.b.type && x.type == out.type);
-  TROUPE_CHECK(x.cols == w.a.cols && w.a.rows == w.slots * w.rank);
-  TROUPE_CHECK(w.b.cols == w.rank && w.b.rows % w.slots == 0);
-  const int64_t out_cols = w.b.rows / w.slots;
-  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + out_cols <= out.cols);
-  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= w.rank);
+  TROUPE_CHECK(count >= 1 && count <= cuda::lora_max_modules);
+  cuda::lora_args p;
+  p.type = element_of(x.type);
+  p.x = x.data;
+  p.n = x.rows;
+  p.in = x.cols;
+  p.slots = w[0].slots;
+  p.rank = w[0].rank;
+  p.count = count;
+  TROUPE_CHECK(p.slots > 0 && p.rank > 0 && p.rank <= cuda::lora_max_rank);
+  int64_t cols = 0;
+  double bytes = static_cast<double>(x.numel());
+  for (int m = 0; m < count; ++m) {
+    TROUPE_CHECK(w[m].slots == p.slots && w[m].rank == p.rank);
+    TROUPE_CHECK(x.type == w[m].a.type && x.type == w[m].b.type && x.type == out.type);
+    TROUPE_CHECK(x.cols == w[m].a.cols && w[m].a.rows == p.slots * p.rank);
+    TROUPE_CHECK(w[m].b.cols == p.rank && w[m].b.rows % p.slots == 0);
+    p.modules[m] = {w[m].a.data, w[m].b.data, w[m].b.rows / p.slots};
+    cols += p.modules[m].out_cols;
+    bytes += static_cast<double>(w[m].a.numel() + w[m].b.numel());
+  }
+  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
+  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= count * p.rank);
+  TROUPE_CHECK(batch.sorted_tokens != nullptr && batch.slot_starts != nullptr);
   if (x.rows == 0) return;
-  // Bytes: x, every slot's A and B at most, out's columns read and written.
+  p.sorted_tokens = batch.sorted_tokens;
+  p.slot_starts = batch.slot_starts;
+  p.u = scratch.f32();
+  p.u_stride = scratch.cols;
+  p.out = out.data;
+  p.out_stride = out.cols;
+  p.col0 = col0;
+  // Bytes (the profiler's): x, every slot's A and B at most, out's columns
+  // read and written.
   op_scope scope(*impl_, "lora_add",
-                 static_cast<double>((x.numel() + w.a.numel() + w.b.numel() +
-                                      2 * x.rows * out_cols) * dtype_size(x.type)));
-  cuda::lora_add(element_of(x.type), x.data, x.rows, x.cols, w.a.data, w.b.data, w.slots, w.rank,
-                 out_cols, token_slots, scratch.f32(), scratch.cols, out.data, out.cols, col0,
-                 impl_->stream);
+                 (bytes + 2.0 * static_cast<double>(x.rows * cols)) * dtype_size(x.type));
+  cuda::lora_add(p, impl_->stream);
 }
 
 void cuda_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n, const tensor& out) {
@@ -642,34 +659,5 @@ void cuda_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& d
   cuda::copy_kv_blocks(element_of(src.k.type), src.k.data, src.v.data, dst.k.data, dst.v.data,
                        src_blocks, dst_blocks, n, block_size, src.k.cols, impl_->stream);
 }
-
-namespace {
-
-// float -> IEEE half, round to nearest even (normals, subnormals, inf, NaN).
-uint16_t f32_to_f16_bits(float v) {
-  uint32_t x;
-  std::memcpy(&x, &v, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
-
-}  // namespace
 
 }  // namespace troupe

@@ -85,7 +85,7 @@ class cuda_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
                     const tensor& out) override;
-  void lora_add(const tensor& x, const lora_stack& w, const int32_t* token_slots,
+  void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                 const tensor& scratch, const tensor& out, int64_t col0) override;
   void qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
                              const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,

@@ -275,29 +275,42 @@ TEST_F(cpu_ops_test, silu_and_mul_matches_reference) {
   expect_close(read(out), want);
 }
 
-// lora_add: each token's adapter slot (or none) adds B_s (A_s x) into its
-// columns [col0, col0 + out) of a wider output; the rest is untouched.
+// lora_add: each token's adapter slot (or none) adds B_s (A_s x) of two
+// modules into their columns [col0, col0 + 10) and [col0 + 10, col0 + 15)
+// of a wider output; the rest is untouched.
 TEST_F(cpu_ops_test, lora_add_adds_each_tokens_adapter_delta) {
-  const int64_t n = 5, in = 24, out = 10, rank = 4, slots = 3, width = 17, col0 = 4;
-  const auto x = random_vec(rng_, n * in), a = random_vec(rng_, slots * rank * in),
-             b = random_vec(rng_, slots * out * rank), base = random_vec(rng_, n * width);
+  const int64_t n = 5, in = 24, rank = 4, slots = 3, width = 21, col0 = 4;
+  const int64_t outs[2] = {10, 5};
+  const auto x = random_vec(rng_, n * in), base = random_vec(rng_, n * width);
+  std::vector<float> a[2], b[2];
+  lora_stack w[2];
+  for (int m = 0; m < 2; ++m) {
+    a[m] = random_vec(rng_, slots * rank * in);
+    b[m] = random_vec(rng_, slots * outs[m] * rank);
+    w[m] = {make(slots * rank, in, a[m]), make(slots * outs[m], rank, b[m]), slots, rank};
+  }
   const std::vector<int32_t> token_slots = {2, -1, 0, 2, 1};
   const tensor tx = make(n, in, x), to = make(n, width, base);
-  const lora_stack w{make(slots * rank, in, a), make(slots * out, rank, b), slots, rank};
-  const tensor scratch = ops_.alloc(dtype::f32, n, rank);
-  ops_.lora_add(tx, w, ints(token_slots), scratch, to, col0);
+  const tensor scratch = ops_.alloc(dtype::f32, n, 2 * rank);
+  lora_batch batch;
+  batch.token_slots = ints(token_slots);  // (the reference reads the slots alone)
+  ops_.lora_add(tx, w, 2, batch, scratch, to, col0);
   std::vector<double> want(base.begin(), base.end());
   for (int64_t t = 0; t < n; ++t) {
     const int64_t s = token_slots[static_cast<size_t>(t)];
     if (s < 0) continue;
-    for (int64_t j = 0; j < out; ++j) {
-      double sum = 0;
-      for (int64_t r = 0; r < rank; ++r) {
-        double u = 0;
-        for (int64_t k = 0; k < in; ++k) u += double(a[(s * rank + r) * in + k]) * x[t * in + k];
-        sum += double(b[(s * out + j) * rank + r]) * u;
+    int64_t c = col0;
+    for (int m = 0; m < 2; ++m) {
+      for (int64_t j = 0; j < outs[m]; ++j) {
+        double sum = 0;
+        for (int64_t r = 0; r < rank; ++r) {
+          double u = 0;
+          for (int64_t k = 0; k < in; ++k) u += double(a[m][(s * rank + r) * in + k]) * x[t * in + k];
+          sum += double(b[m][(s * outs[m] + j) * rank + r]) * u;
+        }
+        want[t * width + c + j] += sum;
       }
-      want[t * width + col0 + j] += sum;
+      c += outs[m];
     }
   }
   const std::vector<float> got = read(to);

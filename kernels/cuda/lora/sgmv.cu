@@ -1,0 +1,243 @@
+// Multi-LoRA by adapter slot (sgmv.h). A block takes one slot s and a tile
+// of up to lora_tile_tokens of its tokens (lora_batch.sorted_tokens from
+// slot_starts[s]); blocks whose tile is empty exit at once (the grid is
+// sized for every token in every slot, so that it depends on n alone).
+//
+// shrink: grid (slot x tile of 4 tokens, module x group of 16 rank rows;
+// 4 rows and 512 threads for steps of up to 16 tokens, so that a decode
+// step streams the weights with more blocks and shorter walks); the
+// threads split k in 16-byte loads (scalar loads where in is not a
+// multiple of the vector), each keeps the tile's tokens x rows partial
+// sums in float32; warp shuffles and shared memory add them; u (float32)
+// gets the tile's rows. A slot's lora_A rows are read once per tile, a
+// token's x once per group of rank rows.
+//
+// expand: grid (slot x tile of 16 tokens, module x column chunk of 128); the tile's u
+// rows go to shared memory; a thread per output column walks its lora_B
+// row (rank contiguous values, read once per tile) and keeps one float32
+// sum per token, then adds each to out in float32 and rounds once.
+//
+// Both kernels call pdl_begin() first, before any memory access.
+#include "kernels/cuda/lora/sgmv.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/check.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element.cuh"
+#include "kernels/cuda/launch.cuh"
+
+namespace troupe::cuda {
+
+namespace {
+
+constexpr int tile = lora_tile_tokens;  // expand: tokens a block
+constexpr int shrink_tile = 4;          // shrink: tokens a block
+constexpr int threads = 128;
+// Rank rows a shrink block: 16 (x read once per 16 rows), or 4 for steps
+// of few tokens (more blocks to stream the weights: a decode step's shrink
+// has a block or two a module otherwise).
+constexpr int shrink_rows_many = 16, shrink_rows_few = 4;
+constexpr int64_t few_tokens = 16;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The block's slot and its tile of tokens [begin, end) in sorted_tokens.
+struct tile_range {
+  int64_t slot, begin, end;
+};
+
+template <int TILE>
+__device__ __forceinline__ tile_range tile_of(const lora_args& p, int64_t tiles) {
+  tile_range r;
+  r.slot = blockIdx.x / tiles;
+  const int64_t first = p.slot_starts[r.slot], last = p.slot_starts[r.slot + 1];
+  r.begin = first + (blockIdx.x % tiles) * TILE;
+  r.end = r.begin + TILE < last ? r.begin + TILE : last;
+  return r;
+}
+
+// Loops are fully unrolled with predicates, never `break`: the partial
+// sums stay in registers.
+template <class T, int shrink_rows, int shrink_threads>
+__global__ void __launch_bounds__(shrink_threads) shrink_kernel(lora_args p, int64_t tiles, int groups) {
+  pdl_begin();
+  const tile_range tr = tile_of<shrink_tile>(p, tiles);
+  if (tr.begin >= tr.end) return;
+  const int m = static_cast<int>(blockIdx.y) / groups;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y % groups) * shrink_rows;
+  const int rows = static_cast<int>(p.rank - r0 < shrink_rows ? p.rank - r0 : shrink_rows);
+  const int ntok = static_cast<int>(tr.end - tr.begin);
+  const T* x = static_cast<const T*>(p.x);
+  const T* a = static_cast<const T*>(p.modules[m].a) + (tr.slot * p.rank + r0) * p.in;
+  const T* xs[shrink_tile];
+#pragma unroll
+  for (int i = 0; i < shrink_tile; ++i) {
+    xs[i] = x + static_cast<int64_t>(p.sorted_tokens[tr.begin + (i < ntok ? i : 0)]) * p.in;
+  }
+  float acc[shrink_tile][shrink_rows] = {};
+  constexpr int vec = vec16<T>::size;
+  if (p.in % vec == 0) {
+    for (int64_t k = static_cast<int64_t>(threadIdx.x) * vec; k < p.in; k += shrink_threads * vec) {
+      float xv[shrink_tile][vec];
+#pragma unroll
+      for (int i = 0; i < shrink_tile; ++i) {
+        const vec16<T> v = load16(xs[i] + k);  // (tokens past ntok: the first one again)
+#pragma unroll
+        for (int e = 0; e < vec; ++e) xv[i][e] = to_float(v.v[e]);
+      }
+#pragma unroll
+      for (int rr = 0; rr < shrink_rows; ++rr) {
+        if (rr < rows) {
+          const vec16<T> v = load16(a + rr * p.in + k);
+#pragma unroll
+          for (int e = 0; e < vec; ++e) {
+            const float af = to_float(v.v[e]);
+#pragma unroll
+            for (int i = 0; i < shrink_tile; ++i) acc[i][rr] += af * xv[i][e];
+          }
+        }
+      }
+    }
+  } else {
+    for (int64_t k = threadIdx.x; k < p.in; k += shrink_threads) {
+      float xv[shrink_tile];
+#pragma unroll
+      for (int i = 0; i < shrink_tile; ++i) xv[i] = to_float(xs[i][k]);
+#pragma unroll
+      for (int rr = 0; rr < shrink_rows; ++rr) {
+        if (rr < rows) {
+          const float af = to_float(a[rr * p.in + k]);
+#pragma unroll
+          for (int i = 0; i < shrink_tile; ++i) acc[i][rr] += af * xv[i];
+        }
+      }
+    }
+  }
+  __shared__ float partial[shrink_threads / 32][shrink_tile][shrink_rows];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int i = 0; i < shrink_tile; ++i) {
+#pragma unroll
+    for (int rr = 0; rr < shrink_rows; ++rr) {
+      const float s = warp_sum(acc[i][rr]);
+      if (lane == 0) partial[warp][i][rr] = s;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < shrink_tile * shrink_rows) {
+    const int i = static_cast<int>(threadIdx.x) / shrink_rows, rr = static_cast<int>(threadIdx.x) % shrink_rows;
+    if (i < ntok && rr < rows) {
+      float s = 0;
+#pragma unroll
+      for (int w = 0; w < shrink_threads / 32; ++w) s += partial[w][i][rr];
+      const int64_t t = p.sorted_tokens[tr.begin + i];
+      p.u[t * p.u_stride + m * p.rank + r0 + rr] = s;
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(threads) expand_kernel(lora_args p, int64_t tiles, int chunks0,
+                                                         int chunks1) {
+  pdl_begin();
+  const tile_range tr = tile_of<tile>(p, tiles);
+  if (tr.begin >= tr.end) return;
+  // The module and column chunk of this block (chunks0, chunks1: of modules 0, 1).
+  int m = 0;
+  int64_t chunk = blockIdx.y, col = p.col0;
+  if (chunk >= chunks0) {
+    chunk -= chunks0;
+    col += p.modules[0].out_cols;
+    m = 1;
+    if (chunk >= chunks1) {
+      chunk -= chunks1;
+      col += p.modules[1].out_cols;
+      m = 2;
+    }
+  }
+  const int ntok = static_cast<int>(tr.end - tr.begin);
+  extern __shared__ float u_tile[];  // [tile][rank]
+  for (int64_t e = threadIdx.x; e < static_cast<int64_t>(ntok) * p.rank; e += threads) {
+    const int64_t i = e / p.rank, r = e % p.rank;
+    u_tile[i * p.rank + r] = p.u[static_cast<int64_t>(p.sorted_tokens[tr.begin + i]) * p.u_stride + m * p.rank + r];
+  }
+  __syncthreads();
+  const int64_t out_cols = p.modules[m].out_cols;
+  const int64_t j = chunk * threads + threadIdx.x;
+  if (j >= out_cols) return;
+  const T* b = static_cast<const T*>(p.modules[m].b) + (tr.slot * out_cols + j) * p.rank;
+  float acc[tile] = {};
+  constexpr int vec = vec16<T>::size;
+  if (p.rank % vec == 0) {
+    for (int64_t r = 0; r < p.rank; r += vec) {
+      const vec16<T> v = load16(b + r);
+#pragma unroll
+      for (int e = 0; e < vec; ++e) {
+        const float bv = to_float(v.v[e]);
+#pragma unroll
+        for (int i = 0; i < tile; ++i) acc[i] += bv * u_tile[i * p.rank + r + e];  // (rows past ntok: unused)
+      }
+    }
+  } else {
+    for (int64_t r = 0; r < p.rank; ++r) {
+      const float bv = to_float(b[r]);
+#pragma unroll
+      for (int i = 0; i < tile; ++i) acc[i] += bv * u_tile[i * p.rank + r];
+    }
+  }
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int i = 0; i < tile; ++i) {
+    if (i < ntok) {
+      T* o = out + static_cast<int64_t>(p.sorted_tokens[tr.begin + i]) * p.out_stride + col + j;
+      *o = from_float<T>(to_float(*o) + acc[i]);
+    }
+  }
+}
+
+template <class T>
+void run(const lora_args& p, cudaStream_t stream) {
+  const int64_t shrink_tiles = (p.n + shrink_tile - 1) / shrink_tile;
+  const int rows = p.n <= few_tokens ? shrink_rows_few : shrink_rows_many;
+  const int groups = static_cast<int>((p.rank + rows - 1) / rows);
+  const dim3 shrink_grid(static_cast<unsigned>(p.slots * shrink_tiles), static_cast<unsigned>(p.count * groups));
+  if (rows == shrink_rows_few) {  // 512 threads: a short walk over k each
+    launch_pdl(shrink_kernel<T, shrink_rows_few, 512>, shrink_grid, dim3(512), 0, stream, p, shrink_tiles, groups);
+  } else {
+    launch_pdl(shrink_kernel<T, shrink_rows_many, threads>, shrink_grid, dim3(threads), 0, stream, p, shrink_tiles,
+               groups);
+  }
+  TROUPE_CUDA_CHECK(cudaGetLastError());
+  int chunks[lora_max_modules] = {0, 0, 0};
+  int total = 0;
+  for (int m = 0; m < p.count; ++m) {
+    chunks[m] = static_cast<int>((p.modules[m].out_cols + threads - 1) / threads);
+    total += chunks[m];
+  }
+  const int64_t tiles = (p.n + tile - 1) / tile;
+  const size_t smem = static_cast<size_t>(tile * p.rank) * sizeof(float);
+  launch_pdl(expand_kernel<T>, dim3(static_cast<unsigned>(p.slots * tiles), static_cast<unsigned>(total)),
+             dim3(threads), smem, stream, p, tiles, chunks[0], chunks[1]);
+  TROUPE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void lora_add(const lora_args& p, cudaStream_t stream) {
+  TROUPE_CHECK(p.count >= 1 && p.count <= lora_max_modules);
+  TROUPE_CHECK(p.rank >= 1 && p.rank <= lora_max_rank && p.u_stride >= p.count * p.rank);
+  if (p.n == 0) return;
+  switch (p.type) {
+    case element_type::f32: return run<float>(p, stream);
+    case element_type::bf16: return run<__nv_bfloat16>(p, stream);
+    case element_type::f16: return run<__half>(p, stream);
+  }
+}
+
+}  // namespace troupe::cuda

@@ -1,0 +1,52 @@
+// Multi-LoRA kernels (host API), in the spirit of Punica's SGMV: the step's
+// tokens are grouped by adapter slot (lora_batch: sorted_tokens and
+// slot_starts, built by the runner), so a block works for one slot and up
+// to lora_tile_tokens of its tokens (expand; 4 for shrink) and reads that adapter's weight rows
+// once for all of them: shrink (u = x A_s^T, float32) then expand (out +=
+// u B_s^T, summed in float32, out rounded once), each one launch for up to
+// lora_max_modules modules that read the same x (q/k/v, gate/up) and write
+// side by side in out. Tokens without a slot (-1) are never touched. All
+// pointers are device memory; launches are asynchronous on `stream` (PDL,
+// kernels/cuda/launch.cuh), allocate nothing and never wait for the host:
+// the grids depend on n and the slot count only, so a captured graph serves
+// every mix of adapters.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernel_dtype.h"
+
+namespace troupe::cuda {
+
+constexpr int lora_max_modules = 3;
+constexpr int lora_tile_tokens = 16;  // tokens of one slot a block takes
+constexpr int64_t lora_max_rank = 512;
+
+struct lora_module_args {
+  const void* a = nullptr;  // [slots * rank, in]
+  const void* b = nullptr;  // [slots * out_cols, rank]
+  int64_t out_cols = 0;
+};
+
+struct lora_args {
+  element_type type = element_type::f32;  // x, a, b and out
+  const void* x = nullptr;                // [n, in]
+  int64_t n = 0, in = 0;
+  int64_t slots = 0, rank = 0;
+  int count = 0;  // modules, <= lora_max_modules
+  lora_module_args modules[lora_max_modules];
+  const int32_t* sorted_tokens = nullptr;  // lora_batch
+  const int32_t* slot_starts = nullptr;
+  float* u = nullptr;  // [n rows of u_stride floats], module m at columns m * rank
+  int64_t u_stride = 0;
+  void* out = nullptr;  // rows of out_stride elements; module m from column col0 + sum of earlier out_cols
+  int64_t out_stride = 0, col0 = 0;
+};
+
+// Shrink then expand. REQUIRES: 1 <= count <= lora_max_modules, 1 <= rank
+// <= lora_max_rank, u_stride >= count * rank, the columns within out_stride.
+void lora_add(const lora_args& args, cudaStream_t stream);
+
+}  // namespace troupe::cuda
