@@ -467,10 +467,15 @@ std::vector<request_id> engine::submit_batch(std::vector<submission> batch) {
   const auto arrival = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (submission& s : batch) {
-    TROUPE_CHECK_MSG(s.params.lora_id == 0 || (impl_->loras && impl_->loras->get(s.params.lora_id)),
-                     "a request names a LoRA adapter id the engine does not serve");
+    // The request holds its LoRA adapter until it ends (an adapter unloaded
+    // meanwhile frees its weights then); one unloaded since its name was
+    // looked up fails the request (the scheduler's error).
+    const int64_t lora = s.params.lora_id;
+    if (lora > 0 && (!impl_->loras || !impl_->loras->acquire(lora))) s.params.lora_id = -1;
+    const int64_t held = s.params.lora_id > 0 ? lora : 0;
     const request_id id = impl_->next_id++;
-    auto tracked = std::make_shared<tracking_sink>(std::move(s.sink), [p, id] {
+    auto tracked = std::make_shared<tracking_sink>(std::move(s.sink), [p, id, held] {
+      if (held > 0) p->loras->release(held);
       std::lock_guard<std::mutex> inner(p->mutex);
       p->live.erase(id);
     });

@@ -284,6 +284,10 @@ struct engine_stats {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  // LoRA (max_loras > 0): the distinct adapters (lora_registry ids) of the
+  // running and of the waiting requests, ascending.
+  int64_t max_loras = 0;
+  std::vector<int64_t> running_lora_ids, waiting_lora_ids;
 };
 
 // scheduler -> drafter: what running requests emitted since the last sync
@@ -410,7 +414,8 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.num_steps_ahead, x.num_running, x.num_waiting, x.num_waiting_tokens, x.num_blocks_total, x.num_blocks_free,
            x.prefix_cache_queries, x.prefix_cache_hits, x.num_swap_outs, x.num_swapped,
            x.num_cpu_blocks_total, x.num_cpu_blocks_free, x.spec_num_drafts,
-           x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos);
+           x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
+           x.max_loras, x.running_lora_ids, x.waiting_lora_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, draft_sync& x) {

@@ -95,7 +95,8 @@ struct engine_config {
   // VLLM_ALLOW_RUNTIME_LORA_UPDATING environment variable, a key here).
   bool allow_runtime_lora_updating = false;
   // Folders a runtime load_lora_adapter may read adapters from (each path
-  // must lie under one); empty: any path, as vLLM.
+  // must lie under one once symlinks and `..` are resolved); empty: none
+  // (runtime loading refuses every path; vLLM has no such guard).
   std::vector<std::string> lora_allowed_dirs;
 
   // Not a configuration key: what the command runs the engine for. Offline

@@ -25,6 +25,20 @@ result<int64_t> lora_registry::add(const std::string& name, const std::filesyste
   return id;
 }
 
+status lora_registry::remove(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return make_error("The lora adapter '" + name + "' cannot be found.");
+  entry& e = by_id_.at(it->second);
+  by_name_.erase(it);
+  if (e.users == 0) {
+    by_id_.erase(e.id);
+  } else {
+    e.removed = true;
+  }
+  return {};
+}
+
 int64_t lora_registry::id_of(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_name_.find(name);
@@ -37,16 +51,40 @@ std::shared_ptr<const lora_adapter> lora_registry::get(int64_t id) const {
   return it == by_id_.end() ? nullptr : it->second.adapter;
 }
 
+bool lora_registry::acquire(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end() || it->second.removed) return false;
+  ++it->second.users;
+  return true;
+}
+
+void lora_registry::release(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  if (--it->second.users == 0 && it->second.removed) by_id_.erase(it);
+}
+
 std::vector<lora_registry::entry> lora_registry::list() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<entry> out;
-  for (const auto& [id, e] : by_id_) out.push_back(e);
+  for (const auto& [id, e] : by_id_) {
+    if (!e.removed) out.push_back(e);
+  }
   return out;
 }
 
 size_t lora_registry::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return by_id_.size();
+  return by_name_.size();
+}
+
+std::vector<lora_registry::entry> lora_registry::all() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<entry> out;
+  for (const auto& [id, e] : by_id_) out.push_back(e);
+  return out;
 }
 
 }  // namespace troupe

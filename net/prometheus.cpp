@@ -1,6 +1,7 @@
 #include "net/prometheus.h"
 
 #include <charconv>
+#include <ctime>
 
 namespace troupe {
 
@@ -45,7 +46,6 @@ class page {
   }
   std::string take() { return std::move(out_); }
 
- private:
   static std::string escape(const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -55,6 +55,8 @@ class page {
     }
     return out;
   }
+
+ private:
   std::string label_;
   std::string out_;
 };
@@ -62,7 +64,8 @@ class page {
 }  // namespace
 
 std::string render_prometheus(const std::string& model_name, const engine_stats& s,
-                              const request_metrics_snapshot& r) {
+                              const request_metrics_snapshot& r,
+                              const std::map<int64_t, std::string>& lora_names) {
   page p(model_name);
   // The null block is never free; it is not usage.
   const int64_t used = s.num_blocks_total - s.num_blocks_free - 1;
@@ -112,6 +115,21 @@ std::string render_prometheus(const std::string& model_name, const engine_stats&
          r.e2e_latency);
   p.hist("request_prompt_tokens", "Number of prefill tokens processed.", r.prompt_tokens);
   p.hist("request_generation_tokens", "Number of generation tokens processed.", r.generation_tokens);
+  if (s.max_loras > 0) {  // vLLM's lora_requests_info: the state in its labels
+    auto names = [&](const std::vector<int64_t>& ids) {
+      std::string out;
+      for (int64_t id : ids) {
+        auto it = lora_names.find(id);
+        out += (out.empty() ? "" : ",") + (it != lora_names.end() ? it->second : std::to_string(id));
+      }
+      return page::escape(out);
+    };
+    p.header("lora_requests_info", "gauge", "Running stats on lora requests.");
+    p.sample("lora_requests_info",
+             ",max_lora=\"" + std::to_string(s.max_loras) + "\",running_lora_adapters=\"" +
+                 names(s.running_lora_ids) + "\",waiting_lora_adapters=\"" + names(s.waiting_lora_ids) + "\"",
+             number(static_cast<double>(std::time(nullptr))));
+  }
   return p.take();
 }
 

@@ -33,6 +33,7 @@ constexpr route known_routes[] = {
     {"/health", "GET"},          {"/version", "GET"},    {"/v1/models", "GET"},
     {"/metrics", "GET"},         {"/tokenize", "POST"},  {"/detokenize", "POST"},
     {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+    {"/v1/load_lora_adapter", "POST"}, {"/v1/unload_lora_adapter", "POST"},
 };
 
 }  // namespace
@@ -51,7 +52,9 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
 
 api_routes::api_routes(engine& eng, const engine_config& config)
     : engine_(eng), tok_(eng.get_tokenizer()), served_names_(config.served_model_name),
-      model_root_(config.model), api_key_(config.api_key), created_(std::time(nullptr)) {
+      model_root_(config.model), api_key_(config.api_key), created_(std::time(nullptr)),
+      runtime_lora_(config.enable_lora && config.allow_runtime_lora_updating && eng.loras() != nullptr),
+      lora_allowed_dirs_(config.lora_allowed_dirs) {
   if (served_names_.empty()) served_names_.push_back(config.model);
   if (tok_ != nullptr) {
     auto r = chat_renderer::create(*tok_);
@@ -76,7 +79,10 @@ route_result api_routes::handle(const http_request_view& req) const {
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
-  if (found == nullptr) return error_reply({404, "Not Found: " + std::string(path), ""});
+  const bool lora_route = path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
+  if (found == nullptr || (lora_route && !runtime_lora_)) {
+    return error_reply({404, "Not Found: " + std::string(path), ""});
+  }
   if (found->method != req.method) {
     return error_reply({405, "Method Not Allowed: " + std::string(req.method) + " " + std::string(path), ""});
   }
@@ -92,6 +98,8 @@ route_result api_routes::handle(const http_request_view& req) const {
   if (path == "/tokenize") return tokenize(req.body);
   if (path == "/detokenize") return detokenize(req.body);
   if (path == "/v1/completions") return completions(req.body);
+  if (path == "/v1/load_lora_adapter") return load_lora(req.body);
+  if (path == "/v1/unload_lora_adapter") return unload_lora(req.body);
   return chat(req.body);
 }
 
@@ -121,8 +129,13 @@ http_reply api_routes::models() const {
 }
 
 http_reply api_routes::metrics() const {
+  std::map<int64_t, std::string> lora_names;  // removed adapters still running included
+  if (const auto loras = engine_.loras()) {
+    for (const lora_registry::entry& e : loras->all()) lora_names[e.id] = e.name;
+  }
   return http_reply{200, "text/plain; version=0.0.4",
-                    render_prometheus(served_names_.front(), engine_.stats(), engine_.metrics()), {}};
+                    render_prometheus(served_names_.front(), engine_.stats(), engine_.metrics(), lora_names),
+                    {}};
 }
 
 std::optional<api_error> api_routes::check_model(const std::string& name) const {

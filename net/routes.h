@@ -72,6 +72,9 @@ class api_routes {
   http_reply detokenize(std::string_view body) const;
   route_result completions(std::string_view body) const;
   route_result chat(std::string_view body) const;
+  // Runtime LoRA adapters (net/lora_routes.cpp).
+  http_reply load_lora(std::string_view body) const;
+  http_reply unload_lora(std::string_view body) const;
   std::optional<api_error> check_model(const std::string& name) const;
   // Admission counted in sequences (prompts x n) and prompt tokens: a request
   // larger than the queue bounds is a 400, one that does not fit beside
@@ -92,6 +95,8 @@ class api_routes {
   std::string model_root_;
   std::string api_key_;
   int64_t created_ = 0;
+  bool runtime_lora_ = false;  // allow_runtime_lora_updating (with enable_lora)
+  std::vector<std::string> lora_allowed_dirs_;
 };
 
 }  // namespace troupe

@@ -174,6 +174,10 @@ void log_stats(self_ptr self) {
                          draft_tokens > 0 ? 100.0 * accepted / draft_tokens : 0.0,
                          1.0 + accepted / double(drafts));
     }
+    if (now.max_loras > 0) {
+      spec += fmt::format(", LoRA adapters: {} running (max_loras {}), {} waiting",
+                          now.running_lora_ids.size(), now.max_loras, now.waiting_lora_ids.size());
+    }
     get_logger("sched")->info(
         "prompt throughput: {:.1f} tokens/s, generation throughput: {:.1f} tokens/s, "
         "running: {} reqs, waiting: {} reqs, KV cache usage: {:.1f}%, preemptions: {}, "

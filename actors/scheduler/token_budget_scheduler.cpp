@@ -42,6 +42,9 @@ std::string token_budget_scheduler::add_request(request_id id, std::vector<int32
                                                 request_id fork_of, request_id group) {
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   if (prompt_len == 0) return "the prompt is empty";
+  if (params.lora_id < 0 || (params.lora_id > 0 && limits_.max_loras == 0)) {
+    return "its LoRA adapter was unloaded before the request started";
+  }
   if (prompt_len > limits_.max_model_len) {
     return "the prompt has " + std::to_string(prompt_len) +
            " tokens, more than max_model_len " + std::to_string(limits_.max_model_len);

@@ -4,6 +4,7 @@
 #include "actors/scheduler/token_budget_scheduler.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -324,6 +325,18 @@ engine_stats token_budget_scheduler::stats() const {
       s.num_waiting_tokens += r->num_tokens() - r->num_computed_tokens - expected_cached(*r);
     }
     s.num_swapped += r->num_cpu_blocks > 0;
+  }
+  s.max_loras = limits_.max_loras;
+  if (limits_.max_loras > 0) {
+    std::set<int64_t> running, waiting;
+    for (const request_ptr& r : running_) {
+      if (r->params.lora_id > 0) running.insert(r->params.lora_id);
+    }
+    for (const request_ptr& r : waiting_) {
+      if (r->params.lora_id > 0) waiting.insert(r->params.lora_id);
+    }
+    s.running_lora_ids.assign(running.begin(), running.end());
+    s.waiting_lora_ids.assign(waiting.begin(), waiting.end());
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "tests/cli/cli_runner.h"
@@ -64,6 +65,44 @@ TEST(make_lora, usage_errors) {
   r = run_troupe({"make-lora", "--bogus", "1"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown flag '--bogus'"), std::string::npos) << r.err;
+}
+
+// 16 random adapters through 4 device slots: a seeded random mix of 200
+// requests (adapters and the base, prompts of 3-60 tokens, 4-24 tokens out)
+// in one batch gives every request the tokens it gets run alone
+// (--max-num-seqs 1: one request at a time), with no error; adapters wait
+// for slots and slots are reused hundreds of times.
+TEST(make_lora, sixteen_adapters_through_four_slots_match_one_at_a_time) {
+  const temp_dir dir("lora-mix");
+  run_result r = run_troupe({"make-lora", "--model", model_dir("tiny-llama"), "--out", dir.path().string(),
+                             "--rank", "8", "--count", "16", "--b-scale", "0.5", "--dtype", "float32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> args = {"generate", "--model", model_dir("tiny-llama"), "--temperature", "0",
+                                   "--enable-lora", "--max-loras", "4", "--max-lora-rank", "8",
+                                   "--prompts-file", (dir / "prompts.jsonl").string(), "--lora-modules"};
+  for (int i = 0; i < 16; ++i) args.push_back("a" + std::to_string(i) + "=" + (dir / ("lora-" + std::to_string(i))).string());
+  {
+    std::mt19937 rng(7);
+    std::ofstream out(dir / "prompts.jsonl");
+    for (int i = 0; i < 200; ++i) {
+      const int lora = static_cast<int>(rng() % 17);  // 16: the base
+      const int len = 3 + static_cast<int>(rng() % 58);
+      out << "{\"prompt_ids\":[";
+      for (int t = 0; t < len; ++t) out << (t ? "," : "") << rng() % 1000;
+      out << "],\"max_tokens\":" << 4 + rng() % 21;
+      if (lora < 16) out << ",\"lora\":\"a" << lora << "\"";
+      out << "}\n";
+    }
+  }
+  const run_result mixed = run_troupe(args);
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+  args.insert(args.end(), {"--max-num-seqs", "1"});
+  const run_result alone = run_troupe(args);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(mixed.out, alone.out);
+  EXPECT_EQ(split_lines(mixed.out).size(), 200u);
+  EXPECT_EQ(mixed.out.find("(error)"), std::string::npos);
+  EXPECT_EQ(stats_value(mixed.err, "requests"), 200) << mixed.err;
 }
 
 }  // namespace

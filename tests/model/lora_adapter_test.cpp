@@ -154,5 +154,29 @@ TEST(lora_registry, ids_names_and_duplicates) {
   EXPECT_EQ(list[1].name, "poet");
 }
 
+// Unloading: the name goes at once; the weights stay while a request
+// holds the id, and go with its release; a removed id cannot be acquired.
+TEST(lora_registry, remove_waits_for_the_last_user) {
+  lora_registry reg(base("tiny-llama"), 16);
+  const int64_t id = reg.add("sql", data("lora/tiny-llama-lora-sql")).value();
+  EXPECT_TRUE(reg.acquire(id));
+  ASSERT_TRUE(reg.remove("sql").ok());
+  EXPECT_EQ(reg.id_of("sql"), 0);
+  EXPECT_TRUE(reg.list().empty());
+  ASSERT_EQ(reg.all().size(), 1u);  // still held
+  EXPECT_NE(reg.get(id), nullptr);
+  EXPECT_FALSE(reg.acquire(id));
+  reg.release(id);
+  EXPECT_EQ(reg.get(id), nullptr);
+  EXPECT_TRUE(reg.all().empty());
+  auto again = reg.remove("sql");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error_message(), "The lora adapter 'sql' cannot be found.");
+  const int64_t id2 = reg.add("sql", data("lora/tiny-llama-lora-sql")).value();
+  EXPECT_NE(id2, id);  // ids are never reused
+  ASSERT_TRUE(reg.remove("sql").ok());  // unused: gone at once
+  EXPECT_EQ(reg.get(id2), nullptr);
+}
+
 }  // namespace
 }  // namespace troupe

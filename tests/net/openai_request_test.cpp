@@ -293,6 +293,24 @@ TEST(prometheus, spec_decode_counters_when_speculation_is_on) {
       << page;
 }
 
+// LoRA's gauge (vLLM's lora_requests_info): the adapters by name in its
+// labels, quoted names escaped, absent without LoRA.
+TEST(prometheus, lora_requests_info_when_lora_is_on) {
+  request_metrics m(100);
+  engine_stats s;
+  s.num_blocks_total = 11;
+  s.num_blocks_free = 10;
+  EXPECT_EQ(render_prometheus("m", s, m.snapshot()).find("lora"), std::string::npos);
+  s.max_loras = 4;
+  s.running_lora_ids = {1, 3};
+  s.waiting_lora_ids = {2};
+  const std::string page = render_prometheus("m", s, m.snapshot(), {{1, "sql"}, {2, "po\"et"}, {3, "chat"}});
+  EXPECT_NE(page.find("# TYPE troupe:lora_requests_info gauge\n"), std::string::npos) << page;
+  EXPECT_NE(page.find(R"(troupe:lora_requests_info{model_name="m",max_lora="4",running_lora_adapters="sql,chat",waiting_lora_adapters="po\"et"} )"),
+            std::string::npos)
+      << page;
+}
+
 TEST(routes, api_keys_compare_whole_and_exact) {
   EXPECT_TRUE(constant_time_equals("Bearer secret", "Bearer secret"));
   EXPECT_TRUE(constant_time_equals("", ""));
