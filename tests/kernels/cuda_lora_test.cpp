@@ -1,5 +1,6 @@
 // cuda_ops::lora_add (kernels/cuda/lora/sgmv.cu: shrink, then expand, by
-// adapter slot) against the CPU reference's rule computed in double on the
+// adapter slot; tensor cores for bf16/f16 steps of 1024 tokens or more)
+// against the CPU reference's rule computed in double on the
 // same rounded inputs: float32, bf16 and f16; 1 to 300 tokens (partial
 // tiles), ranks 1 to 64 (more than one shrink group), one to three modules
 // side by side from col0 > 0 in a wider out, widths and `in` that are no
@@ -140,8 +141,10 @@ class cuda_lora : public ::testing::Test {
       }
       for (int64_t j = 0; j < s.width; ++j) {
         const double g = got[t * s.width + j], wv = want[j];
+        // Rounding of out, and (tensor-core expand) of u to the type: both
+        // relative to the sums' magnitudes.
         const bool ok = mag[j] == 0 ? g == outh[t * s.width + j]  // untouched: its bits
-                                    : std::fabs(g - wv) <= round * std::fabs(wv) + 1e-5 * mag[j] + 1e-6;
+                                    : std::fabs(g - wv) <= round * (std::fabs(wv) + mag[j]) + 1e-6;
         if (!ok) {
           ADD_FAILURE() << what << ": token " << t << " (slot " << sl << ") column " << j << ": got "
                         << g << ", want " << wv;
@@ -161,6 +164,8 @@ TEST_F(cuda_lora, matches_the_reference) {
       {3, 256, 16, 4, 5, 200, {64, 32, 32}},  // q, k, v side by side
       {37, 136, 4, 2, 3, 300, {130, 130}},    // gate, up; widths off the warp
       {300, 512, 16, 4, 0, 512, {512}},
+      {1100, 264, 48, 2, 1, 300, {100, 99}},  // tensor cores: rank 48, partial tiles
+      {1024, 100, 16, 3, 0, 70, {70}},        // tensor-core expand, SIMT shrink (in % 8)
       {19, 100, 64, 3, 7, 160, {150}},        // in off the vector: scalar paths
       {64, 512, 5, 4, 0, 77, {77}},           // rank off the vector
   };
@@ -172,6 +177,7 @@ TEST_F(cuda_lora, matches_the_reference) {
 TEST_F(cuda_lora, graph_replay_reads_the_current_slots) {
   check(dtype::bf16, {8, 256, 16, 4, 0, 192, {64, 64, 64}}, /*graph=*/true);
   check(dtype::f32, {40, 128, 8, 3, 2, 100, {98}}, /*graph=*/true);
+  check(dtype::bf16, {1030, 256, 16, 4, 0, 192, {64, 64, 64}}, /*graph=*/true);  // tensor cores
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Multi-LoRA by adapter slot (sgmv.h). A block takes one slot s and a tile
 // of up to lora_tile_tokens of its tokens (lora_batch.sorted_tokens from
-// slot_starts[s]); blocks whose tile is empty exit at once (the grid is
-// sized for every token in every slot, so that it depends on n alone).
+// slot_starts[s]; tile_of numbers the tiles slot after slot); the grid has
+// ceil(n / tile) + slots blocks along x, enough for any assignment and
+// depending on n alone, and blocks past the last tile exit at once.
 //
 // shrink: grid (slot x tile of 4 tokens, module x group of 16 rank rows;
 // 4 rows and 512 threads for steps of up to 16 tokens, so that a decode
@@ -23,6 +24,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "common/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
@@ -40,6 +43,11 @@ constexpr int threads = 128;
 // has a block or two a module otherwise).
 constexpr int shrink_rows_many = 16, shrink_rows_few = 4;
 constexpr int64_t few_tokens = 16;
+// Tensor cores from this many tokens a step (prefill chunks): below, a
+// slot's few tokens would leave the 64-token tiles' blocks few and their
+// walks over k long (a decode batch of 64 ran 3x slower than the SIMT
+// kernels on the H100).
+constexpr int64_t mma_min_tokens = 1024;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -52,22 +60,35 @@ struct tile_range {
   int64_t slot, begin, end;
 };
 
+// Block x's slot and tile of tokens [begin, end) in sorted_tokens: the
+// tiles of slot 0, then slot 1's, ... (a grid of ceil(n / TILE) + slots
+// blocks covers any assignment; the rest find no tile and exit).
 template <int TILE>
-__device__ __forceinline__ tile_range tile_of(const lora_args& p, int64_t tiles) {
-  tile_range r;
-  r.slot = blockIdx.x / tiles;
-  const int64_t first = p.slot_starts[r.slot], last = p.slot_starts[r.slot + 1];
-  r.begin = first + (blockIdx.x % tiles) * TILE;
-  r.end = r.begin + TILE < last ? r.begin + TILE : last;
-  return r;
+__device__ __forceinline__ tile_range tile_of(const lora_args& p) {
+  int64_t b = blockIdx.x;
+  for (int64_t s = 0; s < p.slots; ++s) {
+    const int64_t first = p.slot_starts[s], last = p.slot_starts[s + 1];
+    const int64_t t = (last - first + TILE - 1) / TILE;
+    if (b < t) {
+      const int64_t begin = first + b * TILE;
+      return {s, begin, begin + TILE < last ? begin + TILE : last};
+    }
+    b -= t;
+  }
+  return {0, 0, 0};
+}
+
+// Blocks a grid needs for tiles of `tile_tokens`.
+inline unsigned tile_blocks(const lora_args& p, int64_t tile_tokens) {
+  return static_cast<unsigned>((p.n + tile_tokens - 1) / tile_tokens + p.slots);
 }
 
 // Loops are fully unrolled with predicates, never `break`: the partial
 // sums stay in registers.
 template <class T, int shrink_rows, int shrink_threads>
-__global__ void __launch_bounds__(shrink_threads) shrink_kernel(lora_args p, int64_t tiles, int groups) {
+__global__ void __launch_bounds__(shrink_threads) shrink_kernel(lora_args p, int groups) {
   pdl_begin();
-  const tile_range tr = tile_of<shrink_tile>(p, tiles);
+  const tile_range tr = tile_of<shrink_tile>(p);
   if (tr.begin >= tr.end) return;
   const int m = static_cast<int>(blockIdx.y) / groups;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y % groups) * shrink_rows;
@@ -143,10 +164,10 @@ __global__ void __launch_bounds__(shrink_threads) shrink_kernel(lora_args p, int
 }
 
 template <class T>
-__global__ void __launch_bounds__(threads) expand_kernel(lora_args p, int64_t tiles, int chunks0,
+__global__ void __launch_bounds__(threads) expand_kernel(lora_args p, int chunks0,
                                                          int chunks1) {
   pdl_begin();
-  const tile_range tr = tile_of<tile>(p, tiles);
+  const tile_range tr = tile_of<tile>(p);
   if (tr.begin >= tr.end) return;
   // The module and column chunk of this block (chunks0, chunks1: of modules 0, 1).
   int m = 0;
@@ -201,29 +222,85 @@ __global__ void __launch_bounds__(threads) expand_kernel(lora_args p, int64_t ti
   }
 }
 
+}  // namespace
+}  // namespace troupe::cuda
+
+#include "kernels/cuda/lora/sgmv_mma.cuh"
+
+namespace troupe::cuda {
+namespace {
+
+template <class T>
+void run_shrink(const lora_args& p, cudaStream_t stream);
+template <class T>
+void run_expand(const lora_args& p, cudaStream_t stream);
+
+template <class T, int RK>
+void launch_expand_mma(const lora_args& p, cudaStream_t stream, dim3 grid, int c0, int c1) {
+  launch_pdl(expand_mma_kernel<T, RK>, grid, dim3(128), 0, stream, p, c0, c1);
+}
+
+// Tensor cores for bf16/f16 steps of many tokens (sgmv_mma.cuh).
+template <class T>
+void run_mma(const lora_args& p, cudaStream_t stream) {
+  const unsigned blocks = tile_blocks(p, mma_tile);
+  if (p.in % 8 == 0) {
+    const int groups = static_cast<int>((p.rank + 15) / 16);
+    launch_pdl(shrink_mma_kernel<T>, dim3(blocks, static_cast<unsigned>(p.count * groups)), dim3(128), 0, stream,
+               p, groups);
+    TROUPE_CUDA_CHECK(cudaGetLastError());
+  } else {
+    run_shrink<T>(p, stream);
+  }
+  if (p.rank > mma_max_rank) return run_expand<T>(p, stream);
+  int chunks[lora_max_modules] = {0, 0, 0};
+  int total = 0;
+  for (int m = 0; m < p.count; ++m) {
+    chunks[m] = static_cast<int>((p.modules[m].out_cols + mma_cols - 1) / mma_cols);
+    total += chunks[m];
+  }
+  const dim3 grid(blocks, static_cast<unsigned>(total));
+  const int64_t rk = (p.rank + 15) / 16 * 16;
+  if (rk == 16) launch_expand_mma<T, 16>(p, stream, grid, chunks[0], chunks[1]);
+  else if (rk == 32) launch_expand_mma<T, 32>(p, stream, grid, chunks[0], chunks[1]);
+  else if (rk == 48) launch_expand_mma<T, 48>(p, stream, grid, chunks[0], chunks[1]);
+  else launch_expand_mma<T, 64>(p, stream, grid, chunks[0], chunks[1]);
+  TROUPE_CUDA_CHECK(cudaGetLastError());
+}
+
 template <class T>
 void run(const lora_args& p, cudaStream_t stream) {
-  const int64_t shrink_tiles = (p.n + shrink_tile - 1) / shrink_tile;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (p.n >= mma_min_tokens) return run_mma<T>(p, stream);
+  }
+  run_shrink<T>(p, stream);
+  run_expand<T>(p, stream);
+}
+
+template <class T>
+void run_shrink(const lora_args& p, cudaStream_t stream) {
   const int rows = p.n <= few_tokens ? shrink_rows_few : shrink_rows_many;
   const int groups = static_cast<int>((p.rank + rows - 1) / rows);
-  const dim3 shrink_grid(static_cast<unsigned>(p.slots * shrink_tiles), static_cast<unsigned>(p.count * groups));
+  const dim3 shrink_grid(tile_blocks(p, shrink_tile), static_cast<unsigned>(p.count * groups));
   if (rows == shrink_rows_few) {  // 512 threads: a short walk over k each
-    launch_pdl(shrink_kernel<T, shrink_rows_few, 512>, shrink_grid, dim3(512), 0, stream, p, shrink_tiles, groups);
+    launch_pdl(shrink_kernel<T, shrink_rows_few, 512>, shrink_grid, dim3(512), 0, stream, p, groups);
   } else {
-    launch_pdl(shrink_kernel<T, shrink_rows_many, threads>, shrink_grid, dim3(threads), 0, stream, p, shrink_tiles,
-               groups);
+    launch_pdl(shrink_kernel<T, shrink_rows_many, threads>, shrink_grid, dim3(threads), 0, stream, p, groups);
   }
   TROUPE_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void run_expand(const lora_args& p, cudaStream_t stream) {
   int chunks[lora_max_modules] = {0, 0, 0};
   int total = 0;
   for (int m = 0; m < p.count; ++m) {
     chunks[m] = static_cast<int>((p.modules[m].out_cols + threads - 1) / threads);
     total += chunks[m];
   }
-  const int64_t tiles = (p.n + tile - 1) / tile;
   const size_t smem = static_cast<size_t>(tile * p.rank) * sizeof(float);
-  launch_pdl(expand_kernel<T>, dim3(static_cast<unsigned>(p.slots * tiles), static_cast<unsigned>(total)),
-             dim3(threads), smem, stream, p, tiles, chunks[0], chunks[1]);
+  launch_pdl(expand_kernel<T>, dim3(tile_blocks(p, tile), static_cast<unsigned>(total)), dim3(threads), smem,
+             stream, p, chunks[0], chunks[1]);
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
