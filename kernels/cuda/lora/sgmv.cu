@@ -78,6 +78,29 @@ __device__ __forceinline__ tile_range tile_of(const lora_args& p) {
   return {0, 0, 0};
 }
 
+// An expand block's module, column chunk within it, and the module's first
+// column in out (grid.y enumerates module 0's chunks, then 1's, then 2's;
+// chunks0, chunks1: how many modules 0 and 1 have).
+struct module_chunk {
+  int module;
+  int64_t chunk, col;
+};
+
+__device__ __forceinline__ module_chunk module_chunk_of(const lora_args& p, int chunks0, int chunks1) {
+  module_chunk r{0, blockIdx.y, p.col0};
+  if (r.chunk >= chunks0) {
+    r.chunk -= chunks0;
+    r.col += p.modules[0].out_cols;
+    r.module = 1;
+    if (r.chunk >= chunks1) {
+      r.chunk -= chunks1;
+      r.col += p.modules[1].out_cols;
+      r.module = 2;
+    }
+  }
+  return r;
+}
+
 // Blocks a grid needs for tiles of `tile_tokens`.
 inline unsigned tile_blocks(const lora_args& p, int64_t tile_tokens) {
   return static_cast<unsigned>((p.n + tile_tokens - 1) / tile_tokens + p.slots);
@@ -169,19 +192,9 @@ __global__ void __launch_bounds__(threads) expand_kernel(lora_args p, int chunks
   pdl_begin();
   const tile_range tr = tile_of<tile>(p);
   if (tr.begin >= tr.end) return;
-  // The module and column chunk of this block (chunks0, chunks1: of modules 0, 1).
-  int m = 0;
-  int64_t chunk = blockIdx.y, col = p.col0;
-  if (chunk >= chunks0) {
-    chunk -= chunks0;
-    col += p.modules[0].out_cols;
-    m = 1;
-    if (chunk >= chunks1) {
-      chunk -= chunks1;
-      col += p.modules[1].out_cols;
-      m = 2;
-    }
-  }
+  const module_chunk mc = module_chunk_of(p, chunks0, chunks1);
+  const int m = mc.module;
+  const int64_t chunk = mc.chunk, col = mc.col;
   const int ntok = static_cast<int>(tr.end - tr.begin);
   extern __shared__ float u_tile[];  // [tile][rank]
   for (int64_t e = threadIdx.x; e < static_cast<int64_t>(ntok) * p.rank; e += threads) {

@@ -2,7 +2,7 @@
 // (from mma_min_tokens: prefill chunks): a block takes one slot and a tile
 // of 64 of its tokens, so each adapter's weights are read once per 64
 // tokens, and multiplies with WMMA (m16n16k16, float32 accumulators); 4
-// warps, 16 tokens each. Included by sgmv.cu (its tile_of, lora_args).
+// warps, 16 tokens each. Included by sgmv.cu (its tile_of, module_chunk_of).
 //
 // shrink_mma: u[64 tokens, 16 rank rows] per block (grid.y: module x group
 // of 16 rows); k in chunks of 64 staged in shared memory (the tokens' x
@@ -90,18 +90,9 @@ __global__ void __launch_bounds__(128) expand_mma_kernel(lora_args p, int chunks
   pdl_begin();
   const tile_range tr = tile_of<mma_tile>(p);
   if (tr.begin >= tr.end) return;
-  int m = 0;
-  int64_t chunk = blockIdx.y, col = p.col0;
-  if (chunk >= chunks0) {
-    chunk -= chunks0;
-    col += p.modules[0].out_cols;
-    m = 1;
-    if (chunk >= chunks1) {
-      chunk -= chunks1;
-      col += p.modules[1].out_cols;
-      m = 2;
-    }
-  }
+  const module_chunk mc = module_chunk_of(p, chunks0, chunks1);
+  const int m = mc.module;
+  const int64_t chunk = mc.chunk, col = mc.col;
   const int64_t out_cols = p.modules[m].out_cols, j0 = chunk * mma_cols;
   const int ntok = static_cast<int>(tr.end - tr.begin);
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32;
