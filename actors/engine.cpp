@@ -137,8 +137,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
                                      limits.max_model_len, progress);
   if (!created) return std::move(created).take_error();
   // LoRA slots are allocated with the weights (the memory plan counts them).
-  const int64_t max_loras = config.enable_lora ? config.max_loras : 0;
-  if (max_loras > 0) created.value()->enable_lora(max_loras, config.max_lora_rank);
+  if (limits.max_loras > 0) created.value()->enable_lora(limits.max_loras, config.max_lora_rank);
   log->info("weights {} in {:.2f} s ({})", source.ckpt ? "loaded" : "generated (dummy)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
@@ -153,7 +152,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
     planned.max_model_len = limits.max_model_len;
     planned.block_size = limits.block_size;
     planned.num_speculative_tokens = limits.num_speculative_tokens;
-    planned.max_loras = max_loras;
+    planned.max_loras = limits.max_loras;
     // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
     // graphs and the start-up tuning's scratch (the sampler's buffers are
     // reserved before free_before: already counted).
@@ -180,7 +179,7 @@ result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
   rl.num_blocks = limits.num_blocks;
   rl.num_cpu_blocks = limits.num_cpu_blocks;
   rl.num_speculative_tokens = limits.num_speculative_tokens;
-  rl.max_loras = max_loras;
+  rl.max_loras = limits.max_loras;
   auto runner = std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
   if (!config.enforce_eager) {
     const auto capture_start = std::chrono::steady_clock::now();
@@ -218,6 +217,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   engine_limits l;
   l.backend = cuda ? "cuda" : "cpu";
   l.num_speculative_tokens = speculative_settings_of(config).num_speculative_tokens;
+  l.max_loras = config.enable_lora ? config.max_loras : 0;
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
   engine_config resolved = config;
@@ -395,7 +395,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
   sl.async_scheduling = overlap;
-  sl.max_loras = config.enable_lora ? config.max_loras : 0;
+  sl.max_loras = limits->max_loras;
   caf::actor drafter;
   if (const speculative_settings spec = speculative_settings_of(config); spec.enabled()) {
     ngram_config nc;

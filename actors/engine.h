@@ -40,6 +40,7 @@ struct engine_limits {
   int64_t max_waiting_tokens = 0;  // 0 until the KV cache is sized (cuda)
   std::string backend;  // resolved: "cpu" or "cuda"
   int64_t num_speculative_tokens = 0;  // speculative_config's K; 0: off
+  int64_t max_loras = 0;               // LoRA device slots; 0: no LoRA
 };
 
 // Computes the limits; fails when the KV cache cannot hold one sequence of

@@ -75,6 +75,23 @@ struct lora_batch {
   const int32_t* slot_starts = nullptr;
 };
 
+// A lora_batch's host side: `sorted` gets the token indices grouped by slot
+// (a stable counting sort; -1 tokens last), `starts` the slots + 1 offsets.
+inline void sort_tokens_by_slot(const std::vector<int32_t>& token_slots, int32_t slots,
+                                std::vector<int32_t>& sorted, std::vector<int32_t>& starts) {
+  // Counts shifted by two, summed: starts[s + 1] is slot s's first place;
+  // placing advances it, leaving starts[s] = slot s's first at the end.
+  auto bucket = [slots](int32_t s) { return static_cast<size_t>(s < 0 ? slots : s); };
+  starts.assign(static_cast<size_t>(slots) + 3, 0);
+  for (int32_t s : token_slots) ++starts[bucket(s) + 2];
+  for (size_t s = 1; s < starts.size(); ++s) starts[s] += starts[s - 1];
+  sorted.resize(token_slots.size());
+  for (size_t t = 0; t < token_slots.size(); ++t) {
+    sorted[static_cast<size_t>(starts[bucket(token_slots[t]) + 1]++)] = static_cast<int32_t>(t);
+  }
+  starts.resize(static_cast<size_t>(slots) + 1);
+}
+
 // RoPE tables, [max_position, head_dim / 2] each, built on the host by the
 // model (which knows the scaling rule) and uploaded once.
 struct rope_tables {
@@ -89,7 +106,7 @@ class ops {
   virtual ~ops() = default;
   virtual backend_kind kind() const = 0;
 
-  // Memory (owned by the backend).
+  // Memory (owned by the backend), zero-filled.
   virtual tensor alloc(dtype type, int64_t rows, int64_t cols) = 0;
   // Host memory the device copies to and from quickly (pinned with CUDA):
   // the swap space.

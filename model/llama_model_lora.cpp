@@ -23,12 +23,9 @@ void llama_model::enable_lora(int64_t max_loras, int64_t max_rank) {
       lora_stack& s = lora_[l * num_lora_targets + static_cast<size_t>(t)];
       s.slots = max_loras;
       s.rank = max_rank;
+      // Zero-filled (ops::alloc): a slot never loaded adds nothing.
       s.a = ops_.alloc(type_, max_loras * max_rank, lora_target_in(config_, target));
       s.b = ops_.alloc(type_, max_loras * lora_target_out(config_, target), max_rank);
-      // Zeros: a slot never loaded adds nothing.
-      std::vector<float> zeros(static_cast<size_t>(std::max(s.a.numel(), s.b.numel())), 0.0f);
-      ops_.upload(zeros.data(), s.a);
-      ops_.upload(zeros.data(), s.b);
     }
   }
   ws_.lora_u = ops_.alloc(dtype::f32, max_num_tokens_, 3 * max_rank);

@@ -168,12 +168,6 @@ int64_t lora_target_out(const model_config& c, lora_target t) {
   }
 }
 
-size_t lora_adapter::bytes() const {
-  size_t n = 0;
-  for (const lora_weights& w : modules) n += (w.a.size() + w.b.size()) * sizeof(float);
-  return n;
-}
-
 result<std::shared_ptr<const lora_adapter>> load_lora_adapter(const std::string& name,
                                                               const fs::path& dir,
                                                               const model_config& base,

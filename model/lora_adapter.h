@@ -51,8 +51,6 @@ struct lora_adapter {
   const lora_weights& at(int64_t layer, lora_target t) const {
     return modules[static_cast<size_t>(layer * num_lora_targets + static_cast<int>(t))];
   }
-  // Host bytes of the weights (for logs).
-  size_t bytes() const;
 };
 
 result<std::shared_ptr<const lora_adapter>> load_lora_adapter(const std::string& name,

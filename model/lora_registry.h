@@ -57,7 +57,6 @@ class lora_registry {
   size_t size() const;
   // The served adapters and the removed ones requests still hold.
   std::vector<entry> all() const;
-  int64_t max_lora_rank() const { return max_lora_rank_; }
 
  private:
   const model_config base_;

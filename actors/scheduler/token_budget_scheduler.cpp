@@ -43,7 +43,7 @@ std::string token_budget_scheduler::add_request(request_id id, std::vector<int32
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   if (prompt_len == 0) return "the prompt is empty";
   if (params.lora_id < 0 || (params.lora_id > 0 && limits_.max_loras == 0)) {
-    return "its LoRA adapter was unloaded before the request started";
+    return "its LoRA adapter is not served (unloaded before the request started, or LoRA is off)";
   }
   if (prompt_len > limits_.max_model_len) {
     return "the prompt has " + std::to_string(prompt_len) +
@@ -385,6 +385,7 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
 
 std::unordered_set<int64_t> token_budget_scheduler::running_adapters() const {
   std::unordered_set<int64_t> out;
+  if (limits_.max_loras == 0) return out;  // (no LoRA: no scan a step)
   for (const request_ptr& r : running_) {
     if (r->params.lora_id != 0) out.insert(r->params.lora_id);
   }

@@ -328,14 +328,13 @@ engine_stats token_budget_scheduler::stats() const {
   }
   s.max_loras = limits_.max_loras;
   if (limits_.max_loras > 0) {
-    std::set<int64_t> running, waiting;
-    for (const request_ptr& r : running_) {
-      if (r->params.lora_id > 0) running.insert(r->params.lora_id);
-    }
+    const std::unordered_set<int64_t> running = running_adapters();
+    std::set<int64_t> waiting;
     for (const request_ptr& r : waiting_) {
       if (r->params.lora_id > 0) waiting.insert(r->params.lora_id);
     }
     s.running_lora_ids.assign(running.begin(), running.end());
+    std::sort(s.running_lora_ids.begin(), s.running_lora_ids.end());
     s.waiting_lora_ids.assign(waiting.begin(), waiting.end());
   }
   return s;

@@ -259,17 +259,8 @@ forward_inputs model_runner::upload(const host_batch& batch) {
   forward_inputs in;
   if (lora_slots_dev_ != nullptr) {
     TROUPE_CHECK(static_cast<int64_t>(batch.lora_slots.size()) == n);
-    // The tokens by slot (a counting sort), the base's last.
     const auto slots = static_cast<int32_t>(slot_adapter_.size());
-    lora_starts_.assign(static_cast<size_t>(slots) + 2, 0);
-    for (int32_t s : batch.lora_slots) ++lora_starts_[static_cast<size_t>(s < 0 ? slots : s) + 1];
-    for (size_t s = 1; s < lora_starts_.size(); ++s) lora_starts_[s] += lora_starts_[s - 1];
-    lora_sorted_.resize(static_cast<size_t>(n));
-    std::vector<int32_t> next(lora_starts_.begin(), lora_starts_.end() - 1);
-    for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) {
-      const int32_t s = batch.lora_slots[static_cast<size_t>(i)];
-      lora_sorted_[static_cast<size_t>(next[static_cast<size_t>(s < 0 ? slots : s)]++)] = i;
-    }
+    sort_tokens_by_slot(batch.lora_slots, slots, lora_sorted_, lora_starts_);
     ops_->upload_ints(batch.lora_slots.data(), lora_slots_dev_, n);
     ops_->upload_ints(lora_sorted_.data(), lora_sorted_dev_, n);
     ops_->upload_ints(lora_starts_.data(), lora_starts_dev_, slots + 1);

@@ -95,8 +95,6 @@ class model_runner {
   // LoRA: where the adapters of requests' lora_id come from (the worker
   // copies one into a free device slot when a request brings it).
   void set_lora_registry(std::shared_ptr<const lora_registry> loras) { loras_ = std::move(loras); }
-  // For tests and metrics: the adapter id in each device slot (0: empty).
-  const std::vector<int64_t>& lora_slots() const { return slot_adapter_; }
 
   size_t num_requests() const { return requests_.size(); }
   // For tests: the paged KV cache (K and V per layer) and its backend.

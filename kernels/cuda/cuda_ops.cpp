@@ -642,10 +642,11 @@ void cuda_ops::lora_add(const tensor& x, const lora_stack* w, int count, const l
   p.col0 = col0;
   // Bytes (the profiler's): x, every slot's A and B at most, out's columns
   // read and written.
-  // Named by the kernels' regime (sgmv.cu), for the profiler.
-  const char* name = x.rows <= 16 ? "lora_add (<= 16 tokens)"
-                     : x.rows < 1024 ? "lora_add (17-1023 tokens)"
-                                     : "lora_add (>= 1024 tokens)";
+  // Named by the kernels' regime (sgmv.h), for the profiler.
+  static_assert(cuda::lora_few_tokens == 16 && cuda::lora_mma_min_tokens == 1024, "the names below");
+  const char* name = x.rows <= cuda::lora_few_tokens       ? "lora_add (<= 16 tokens)"
+                     : x.rows < cuda::lora_mma_min_tokens ? "lora_add (17-1023 tokens)"
+                                                          : "lora_add (>= 1024 tokens)";
   op_scope scope(*impl_, name, (bytes + 2.0 * static_cast<double>(x.rows * cols)) * dtype_size(x.type));
   cuda::lora_add(p, impl_->stream);
 }

@@ -60,6 +60,14 @@ inline std::vector<golden_case> load_golden(const std::string& path) {
   return cases;
 }
 
+// Token ids as "1,2,3" (--prompt-ids) and as "[1,2,3]" (JSON).
+inline std::string join_ids(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+inline std::string ids_json(const std::vector<int64_t>& ids) { return "[" + join_ids(ids) + "]"; }
+
 // Parses one `generate --json` output's first sequence into steps.
 inline std::vector<step_logprobs> parse_output_steps(simdjson::dom::element line) {
   std::vector<step_logprobs> steps;

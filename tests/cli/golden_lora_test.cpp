@@ -35,12 +35,6 @@ const std::vector<adapter_fixture>& adapters() {
 
 std::string lora_dir(const std::string& dir) { return std::string(TROUPE_TEST_DATA) + "/lora/" + dir; }
 
-std::string join_ids(const std::vector<int64_t>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 // generate on `base` with every fixture adapter of that base served.
 std::vector<std::string> lora_args(const std::string& base, int max_loras) {
   std::vector<std::string> args = {"generate",  "--model",       model_dir(base), "--max-tokens",

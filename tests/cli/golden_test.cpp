@@ -19,12 +19,6 @@ constexpr double tol = 1e-3;  // float32 CPU, fixtures README
 
 std::string golden_path(const std::string& model) { return model_dir(model) + "/golden.json"; }
 
-std::string join_ids(const std::vector<int64_t>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 std::vector<std::string> greedy_args(const std::string& model) {
   return {"generate", "--model", model_dir(model), "--max-tokens", "24", "--temperature", "0",
           "--logprobs", "5", "--prompt-logprobs", "0", "--json"};

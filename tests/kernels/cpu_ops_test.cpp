@@ -318,6 +318,21 @@ TEST_F(cpu_ops_test, lora_add_adds_each_tokens_adapter_delta) {
   for (int64_t j = 0; j < width; ++j) EXPECT_EQ(got[width + j], base[width + j]);  // slot -1
 }
 
+// A lora_batch's host side: tokens grouped by slot in their order, the
+// base's (-1) last, and each slot's first place.
+TEST(sort_tokens_by_slot, groups_tokens_stably_base_last) {
+  std::vector<int32_t> sorted, starts;
+  sort_tokens_by_slot({2, -1, 0, 2, 1, -1, 0}, 3, sorted, starts);
+  EXPECT_EQ(sorted, (std::vector<int32_t>{2, 6, 4, 0, 3, 1, 5}));
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 2, 3, 5}));
+  sort_tokens_by_slot({-1, -1}, 2, sorted, starts);
+  EXPECT_EQ(sorted, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 0, 0}));
+  sort_tokens_by_slot({}, 1, sorted, starts);
+  EXPECT_TRUE(sorted.empty());
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 0}));
+}
+
 TEST_F(cpu_ops_test, gather_rows_and_embedding_copy_the_indexed_rows) {
   const int64_t rows = 11, cols = 19;
   const auto table = random_vec(rng_, rows * cols);

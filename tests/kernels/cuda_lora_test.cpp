@@ -49,20 +49,6 @@ class cuda_lora : public ::testing::Test {
     ops_->upload_ints(v.data(), p, static_cast<int64_t>(v.size()));
     return p;
   }
-  // The runner's counting sort (model_runner::upload).
-  static void sort_by_slot(const std::vector<int32_t>& slots, int64_t num_slots,
-                           std::vector<int32_t>& sorted, std::vector<int32_t>& starts) {
-    starts.assign(static_cast<size_t>(num_slots) + 2, 0);
-    for (int32_t s : slots) ++starts[static_cast<size_t>(s < 0 ? num_slots : s) + 1];
-    for (size_t i = 1; i < starts.size(); ++i) starts[i] += starts[i - 1];
-    std::vector<int32_t> next(starts.begin(), starts.end() - 1);
-    sorted.assign(slots.size(), 0);
-    for (size_t t = 0; t < slots.size(); ++t) {
-      const int32_t s = slots[t] < 0 ? static_cast<int32_t>(num_slots) : slots[t];
-      sorted[static_cast<size_t>(next[static_cast<size_t>(s)]++)] = static_cast<int32_t>(t);
-    }
-    starts.pop_back();  // slots + 1 entries
-  }
   std::vector<int32_t> draw_slots(int64_t n, int64_t slots) {
     std::vector<int32_t> v(static_cast<size_t>(n));
     std::uniform_int_distribution<int32_t> d(-1, static_cast<int32_t>(slots) - 1);
@@ -91,7 +77,7 @@ class cuda_lora : public ::testing::Test {
     }
     const tensor scratch = ops_->alloc(dtype::f32, s.n, count * s.rank);
     std::vector<int32_t> slots = draw_slots(s.n, s.slots), sorted, starts;
-    sort_by_slot(slots, s.slots, sorted, starts);
+    sort_tokens_by_slot(slots, static_cast<int32_t>(s.slots), sorted, starts);
     int32_t* dslots = ints(slots);
     int32_t* dsorted = ints(sorted);
     int32_t* dstarts = ints(starts);
@@ -102,7 +88,7 @@ class cuda_lora : public ::testing::Test {
       ops_->end_capture(1);
       slots = draw_slots(s.n, s.slots);  // another assignment, same arrays
       std::reverse(slots.begin(), slots.end());
-      sort_by_slot(slots, s.slots, sorted, starts);
+      sort_tokens_by_slot(slots, static_cast<int32_t>(s.slots), sorted, starts);
       ops_->upload_ints(slots.data(), dslots, s.n);
       ops_->upload_ints(sorted.data(), dsorted, s.n);
       ops_->upload_ints(starts.data(), dstarts, s.slots + 1);

@@ -17,12 +17,6 @@ std::vector<std::string> tiny_llama_args() {
           "2048", "--cpu-kvcache-space", "1"};
 }
 
-std::string ids_json(const std::vector<int64_t>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-  return out + "]";
-}
-
 std::vector<int64_t> int_array(simdjson::dom::element e) {
   std::vector<int64_t> out;
   for (int64_t v : e.get_array()) out.push_back(v);

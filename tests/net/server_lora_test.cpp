@@ -21,12 +21,6 @@ namespace fs = std::filesystem;
 const std::string tiny_llama = std::string(TROUPE_TEST_DATA) + "/models/tiny-llama";
 const std::string fixtures = std::string(TROUPE_TEST_DATA) + "/lora";
 
-std::string ids_json(const std::vector<int64_t>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-  return out + "]";
-}
-
 // A folder `allowed` holding the sql adapter and a link to an `outside`
 // copy of it.
 struct adapter_dirs {

@@ -1,5 +1,5 @@
 // Multi-LoRA by adapter slot (sgmv.h). A block takes one slot s and a tile
-// of up to lora_tile_tokens of its tokens (lora_batch.sorted_tokens from
+// of its tokens (lora_batch.sorted_tokens from
 // slot_starts[s]; tile_of numbers the tiles slot after slot); the grid has
 // ceil(n / tile) + slots blocks along x, enough for any assignment and
 // depending on n alone, and blocks past the last tile exit at once.
@@ -35,19 +35,16 @@ namespace troupe::cuda {
 
 namespace {
 
-constexpr int tile = lora_tile_tokens;  // expand: tokens a block
+constexpr int tile = 16;                // expand: tokens a block
 constexpr int shrink_tile = 4;          // shrink: tokens a block
 constexpr int threads = 128;
 // Rank rows a shrink block: 16 (x read once per 16 rows), or 4 for steps
 // of few tokens (more blocks to stream the weights: a decode step's shrink
 // has a block or two a module otherwise).
 constexpr int shrink_rows_many = 16, shrink_rows_few = 4;
-constexpr int64_t few_tokens = 16;
-// Tensor cores from this many tokens a step (prefill chunks): below, a
-// slot's few tokens would leave the 64-token tiles' blocks few and their
-// walks over k long (a decode batch of 64 ran 3x slower than the SIMT
-// kernels on the H100).
-constexpr int64_t mma_min_tokens = 1024;
+// Tensor cores only from lora_mma_min_tokens: below, a slot's few tokens
+// would leave the 64-token tiles' blocks few and their walks over k long (a
+// decode batch of 64 ran 3x slower than the SIMT kernels on the H100).
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -284,7 +281,7 @@ void run_mma(const lora_args& p, cudaStream_t stream) {
 template <class T>
 void run(const lora_args& p, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) {
-    if (p.n >= mma_min_tokens) return run_mma<T>(p, stream);
+    if (p.n >= lora_mma_min_tokens) return run_mma<T>(p, stream);
   }
   run_shrink<T>(p, stream);
   run_expand<T>(p, stream);
@@ -292,7 +289,7 @@ void run(const lora_args& p, cudaStream_t stream) {
 
 template <class T>
 void run_shrink(const lora_args& p, cudaStream_t stream) {
-  const int rows = p.n <= few_tokens ? shrink_rows_few : shrink_rows_many;
+  const int rows = p.n <= lora_few_tokens ? shrink_rows_few : shrink_rows_many;
   const int groups = static_cast<int>((p.rank + rows - 1) / rows);
   const dim3 shrink_grid(tile_blocks(p, shrink_tile), static_cast<unsigned>(p.count * groups));
   if (rows == shrink_rows_few) {  // 512 threads: a short walk over k each

@@ -1,8 +1,8 @@
 // Multi-LoRA kernels (host API), in the spirit of Punica's SGMV: the step's
 // tokens are grouped by adapter slot (lora_batch: sorted_tokens and
-// slot_starts, built by the runner), so a block works for one slot and up
-// to lora_tile_tokens of its tokens (expand; 4 for shrink) and reads that adapter's weight rows
-// once for all of them: shrink (u = x A_s^T, float32) then expand (out +=
+// slot_starts, built by the runner), so a block works for one slot and a
+// tile of its tokens and reads that adapter's weight rows once for all of
+// them: shrink (u = x A_s^T, float32) then expand (out +=
 // u B_s^T, summed in float32, out rounded once), each one launch for up to
 // lora_max_modules modules that read the same x (q/k/v, gate/up) and write
 // side by side in out. Tokens without a slot (-1) are never touched. All
@@ -21,7 +21,11 @@
 namespace troupe::cuda {
 
 constexpr int lora_max_modules = 3;
-constexpr int lora_tile_tokens = 16;  // tokens of one slot a block takes
+// The kernels' regimes by the step's token count: up to lora_few_tokens
+// (decode of a few sequences), SIMT kernels with short walks over k; from
+// lora_mma_min_tokens (prefill chunks), tensor cores for bf16/f16.
+constexpr int64_t lora_few_tokens = 16;
+constexpr int64_t lora_mma_min_tokens = 1024;
 constexpr int64_t lora_max_rank = 512;
 
 struct lora_module_args {

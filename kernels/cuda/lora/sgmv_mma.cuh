@@ -1,5 +1,5 @@
 // Tensor-core forms of sgmv.cu's kernels, for bf16/f16 steps of many tokens
-// (from mma_min_tokens: prefill chunks): a block takes one slot and a tile
+// (from lora_mma_min_tokens: prefill chunks): a block takes one slot and a tile
 // of 64 of its tokens, so each adapter's weights are read once per 64
 // tokens, and multiplies with WMMA (m16n16k16, float32 accumulators); 4
 // warps, 16 tokens each. Included by sgmv.cu (its tile_of, module_chunk_of).
