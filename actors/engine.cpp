@@ -328,7 +328,8 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   // every adapter's problems in one error.
   std::shared_ptr<lora_registry> loras;
   if (config.enable_lora) {
-    loras = std::make_shared<lora_registry>(*model, config.max_lora_rank);
+    loras = std::make_shared<lora_registry>(*model, config.max_lora_rank,
+                                            effective_max_cpu_loras(config));
     std::vector<std::string> problems;
     for (const lora_module& m : config.lora_modules) {
       if (auto added = loras->add(m.name, m.path); !added) problems.push_back(added.error_message());
@@ -339,8 +340,10 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
       for (const std::string& p : problems) message += "\n  - " + p;
       return make_error(message);
     }
-    get_logger("lora")->info("LoRA: {} adapter(s) loaded, max_loras {}, max_lora_rank {}",
-                             loras->size(), config.max_loras, config.max_lora_rank);
+    get_logger("lora")->info("LoRA: {} adapter(s) loaded, max_loras {}, max_lora_rank {}, "
+                             "max_cpu_loras {}",
+                             loras->size(), config.max_loras, config.max_lora_rank,
+                             effective_max_cpu_loras(config));
   }
   get_logger("sched")->info("max_num_seqs {}{}, max_num_batched_tokens {}{}", limits->max_num_seqs,
                             config.max_num_seqs ? "" : " (default)", limits->max_num_batched_tokens,
@@ -416,11 +419,37 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
         nc.num_speculative_tokens, nc.prompt_lookup_min, nc.prompt_lookup_max,
         sl.spec_adaptive ? "goodput" : "off (every draft verified)");
   }
-  p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker, drafter);
+  lora_host_cache host_cache;
+  if (loras) {
+    host_cache.prefetch = [loras](int64_t id, std::string& error, bool start_read) {
+      switch (loras->prefetch(id, error, start_read)) {
+        case lora_registry::residency::ready:
+          return lora_host_cache::state::ready;
+        case lora_registry::residency::loading:
+          return lora_host_cache::state::loading;
+        case lora_registry::residency::absent:
+          return lora_host_cache::state::absent;
+        case lora_registry::residency::failed:
+          break;
+      }
+      return lora_host_cache::state::failed;
+    };
+    host_cache.protect = [loras](std::vector<int64_t> ids) { loras->protect(std::move(ids)); };
+  }
+  p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker, drafter,
+                                  std::move(host_cache));
+  if (loras) {
+    loras->set_on_loaded([scheduler = p->scheduler] {
+      caf::anon_send(scheduler, atoms::lora_read_v);
+    });
+  }
   return std::unique_ptr<engine>(new engine(std::move(p)));
 }
 
 engine::~engine() {
+  // The registry may outlive the engine (the server's routes hold it): its
+  // loader stops waking the scheduler first.
+  if (impl_->loras) impl_->loras->set_on_loaded(nullptr);
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     // Requests still live are cut off: nobody is left to read their output.

@@ -455,9 +455,12 @@ CAF_ADD_TYPE_ID(troupe, (troupe::draft_sync))
 CAF_ADD_TYPE_ID(troupe, (troupe::draft_proposals))
 // Atoms: get_stats (anyone -> scheduler; reply engine_stats); log_stats
 // (scheduler -> itself, every 5 s); step (scheduler -> itself: a retry after a transaction scheduled nothing);
-// flush (scheduler -> worker: finish the launched steps and answer them).
+// flush (scheduler -> worker: finish the launched steps and answer them);
+// lora_read (the LoRA registry's loader thread -> scheduler: an
+// adapter's read ended, requests waiting for it may be admitted).
 CAF_ADD_ATOM(troupe, troupe::atoms, get_stats, "get_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, log_stats, "log_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, step, "step")
 CAF_ADD_ATOM(troupe, troupe::atoms, flush, "flush")
+CAF_ADD_ATOM(troupe, troupe::atoms, lora_read, "lora_read")
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -197,6 +197,17 @@ int run_generate(const std::vector<std::string>& args) {
                               ? double(stats.prefix_cache_hits) / double(stats.prefix_cache_queries)
                               : 0.0;
   const bool spec = (*eng)->limits().num_speculative_tokens > 0;
+  std::string lora_fields;
+  if (const std::shared_ptr<lora_registry> loras = (*eng)->loras()) {
+    const lora_registry::cache_counts c = loras->counts();
+    char buf[200];
+    std::snprintf(buf, sizeof(buf),
+                  " lora_host_resident_max=%lld lora_reads=%lld lora_reads_on_step=%lld "
+                  "lora_evictions=%lld",
+                  static_cast<long long>(c.max_resident), static_cast<long long>(c.reads),
+                  static_cast<long long>(c.reads_on_step), static_cast<long long>(c.evictions));
+    lora_fields = buf;
+  }
   eng->reset();
   std::string spec_fields;
   if (spec) {
@@ -212,13 +223,13 @@ int run_generate(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr,
                "stats: requests=%lld prompt_tokens=%lld generated_tokens=%lld preemptions=%lld "
-               "prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld%s elapsed_s=%.3f\n",
+               "prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld%s%s elapsed_s=%.3f\n",
                static_cast<long long>(stats.num_requests_finished),
                static_cast<long long>(stats.num_prompt_tokens),
                static_cast<long long>(stats.num_generated_tokens),
                static_cast<long long>(stats.num_preemptions), hit_rate,
                static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_steps_ahead),
-               spec_fields.c_str(), elapsed);
+               spec_fields.c_str(), lora_fields.c_str(), elapsed);
   return status;
 }
 

@@ -78,6 +78,7 @@ class llama_model {
   // Copies `adapter` (rank <= max_rank) into slot `slot`. The caller makes
   // sure no step in flight reads the slot.
   void load_lora(int64_t slot, const lora_adapter& adapter);
+  void clear_lora(int64_t slot);  // zeros: the slot adds nothing
 
   // Logits of hidden rows `row_indices` (backend memory) of the last
   // forward, or of rows 0 .. n - 1 when row_indices is null (no gather):
@@ -85,6 +86,7 @@ class llama_model {
   void compute_logits(const int32_t* row_indices, int64_t n, const tensor& out);
 
  private:
+  void fill_lora(int64_t slot, const lora_adapter* adapter);  // null: zeros
   struct layer_weights {
     tensor input_norm, post_attention_norm;
     // q, k and v stacked: [(heads + 2 kv_heads) * head_dim, hidden], one GEMM.

@@ -31,22 +31,30 @@ void llama_model::enable_lora(int64_t max_loras, int64_t max_rank) {
   ws_.lora_u = ops_.alloc(dtype::f32, max_num_tokens_, 3 * max_rank);
 }
 
-void llama_model::load_lora(int64_t slot, const lora_adapter& adapter) {
+void llama_model::load_lora(int64_t slot, const lora_adapter& adapter) { fill_lora(slot, &adapter); }
+
+void llama_model::clear_lora(int64_t slot) { fill_lora(slot, nullptr); }
+
+void llama_model::fill_lora(int64_t slot, const lora_adapter* adapter) {
   TROUPE_CHECK(slot >= 0 && slot < lora_slots_);
-  TROUPE_CHECK_MSG(adapter.rank <= lora_rank_, "a LoRA adapter above max_lora_rank");
+  TROUPE_CHECK_MSG(adapter == nullptr || adapter->rank <= lora_rank_,
+                   "a LoRA adapter above max_lora_rank");
   std::vector<float> a, b;
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (int t = 0; t < num_lora_targets; ++t) {
       const lora_stack& s = lora_[l * num_lora_targets + static_cast<size_t>(t)];
-      const lora_weights& w = adapter.at(static_cast<int64_t>(l), static_cast<lora_target>(t));
-      const int64_t in = s.a.cols, out = s.b.rows / s.slots, r = w.rank;
+      const int64_t in = s.a.cols, out = s.b.rows / s.slots;
       // [max rank, in] and [out, max rank], the adapter's rows and columns
       // first, zeros after.
       a.assign(static_cast<size_t>(lora_rank_ * in), 0.0f);
       b.assign(static_cast<size_t>(out * lora_rank_), 0.0f);
-      std::copy(w.a.begin(), w.a.end(), a.begin());
-      for (int64_t j = 0; j < out && r > 0; ++j) {
-        std::copy_n(w.b.begin() + j * r, r, b.begin() + j * lora_rank_);
+      if (adapter != nullptr) {
+        const lora_weights& w = adapter->at(static_cast<int64_t>(l), static_cast<lora_target>(t));
+        const int64_t r = w.rank;
+        std::copy(w.a.begin(), w.a.end(), a.begin());
+        for (int64_t j = 0; j < out && r > 0; ++j) {
+          std::copy_n(w.b.begin() + j * r, r, b.begin() + j * lora_rank_);
+        }
       }
       ops_.upload(a.data(), s.a.row_slice(slot * lora_rank_, lora_rank_));
       ops_.upload(b.data(), s.b.row_slice(slot * out, out));

@@ -91,6 +91,7 @@ void maybe_step(self_ptr self) {
     // the blocks of the last finished requests to the block manager.
     return;
   }
+  st.adapter_read = false;
   kv_transaction txn = core.schedule();
   st.txn_open = true;
   self->request(st.block_manager, caf::infinite, std::move(txn))
@@ -110,6 +111,13 @@ void maybe_step(self_ptr self) {
           apply_stashed(self);
           if (!st.core->has_unfinished()) {
             maybe_step(self);  // only frees travelled
+            return;
+          }
+          if (st.core->waiting_for_adapters()) {
+            // Requests wait for adapter reads: the read's lora_read
+            // message schedules again (or did already, during the
+            // transaction: then now).
+            if (st.adapter_read) maybe_step(self);
             return;
           }
           // The block manager refused what the scheduler's estimate allowed
@@ -199,8 +207,9 @@ void log_stats(self_ptr self) {
 
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
                               scheduler_limits limits, caf::actor block_manager,
-                              caf::actor worker, caf::actor drafter) {
+                              caf::actor worker, caf::actor drafter, lora_host_cache loras) {
   self->state.core = std::make_unique<token_budget_scheduler>(limits);
+  self->state.core->set_lora_cache(std::move(loras));
   self->state.block_manager = std::move(block_manager);
   self->state.worker = std::move(worker);
   self->state.drafter = std::move(drafter);
@@ -219,6 +228,10 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
       [self](atoms::get_stats) -> engine_stats { return self->state.core->stats(); },
       [self](atoms::log_stats) { log_stats(self); },
       [self](atoms::step) { maybe_step(self); },
+      [self](atoms::lora_read) {
+        self->state.adapter_read = true;
+        maybe_step(self);
+      },
   };
 }
 

@@ -7,8 +7,10 @@
 // arrives while a transaction is open waits for the commit (updates never
 // interleave with a transaction). With speculative decoding, the drafter
 // learns each step's tokens (draft_sync) and its proposals arrive before
-// the next step is scheduled. Also answers get_stats and prints vLLM's
-// periodic throughput line.
+// the next step is scheduled. With LoRA, requests whose adapter is being
+// read into host memory wait; the registry's lora_read message wakes the
+// actor (no polling). Also answers get_stats and prints vLLM's periodic
+// throughput line.
 #pragma once
 
 #include <chrono>
@@ -32,6 +34,7 @@ struct scheduler_state {
   engine_stats last_logged;
   int empty_steps = 0;  // consecutive transactions that scheduled nothing
   bool txn_open = false;          // a transaction awaits its grant
+  bool adapter_read = false;      // a LoRA adapter's read ended since the last schedule
   bool worker_holding = false;    // the worker holds the last plan's step for a next plan
   std::vector<step_output> stashed;  // outputs that arrived while a transaction was open
   std::chrono::steady_clock::time_point last_log_time;
@@ -40,6 +43,6 @@ struct scheduler_state {
 
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
                               scheduler_limits limits, caf::actor block_manager,
-                              caf::actor worker, caf::actor drafter);
+                              caf::actor worker, caf::actor drafter, lora_host_cache loras);
 
 }  // namespace troupe

@@ -195,9 +195,11 @@ bool token_budget_scheduler::can_schedule_ahead() const {
   }
   if (slots >= limits_.max_num_seqs) return false;
   const std::unordered_set<int64_t> adapters = running_adapters();
+  std::unordered_set<int64_t> reading;
+  std::string error;
   for (const request_ptr& r : waiting_) {
     if (r->aborted || fair_.slot_share() - group_slots[r->group] <= 0 ||
-        adapter_over_limit(*r, adapters)) {
+        gate_adapter(*r, adapters, reading, error) != adapter_gate::admit) {
       continue;
     }
     const int64_t left = r->num_tokens() - r->num_computed_tokens;
@@ -224,6 +226,7 @@ kv_transaction token_budget_scheduler::schedule() {
   allot_prefill_tokens(budget, count_slots(true));
   apply_forks(txn);
   choose_spec_tokens();
+  waiting_for_adapters_ = false;
   const bool preempted = schedule_running(txn, budget);
   // As vLLM: a step that had to preempt admits nobody new.
   if (!preempted) schedule_waiting(txn, budget);
@@ -336,14 +339,22 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
   // scan, so that a large request is not overtaken forever.
   int64_t slots = count_slots(false);
   std::vector<request_ptr> skipped;
-  std::unordered_set<int64_t> adapters = running_adapters();
+  std::unordered_set<int64_t> adapters = running_adapters(), reading;
   while (!waiting_.empty() && budget > 0 && slots < limits_.max_num_seqs) {
     const request_ptr r = waiting_.front();
     const int64_t cached = expected_cached(*r);
     const int64_t left = r->num_tokens() - r->num_computed_tokens - cached;
     const int64_t num_new = std::min({left, budget, fair_.tokens_left(r->group)});
-    if (r->aborted || fair_.slots_left(r->group) <= 0 || num_new <= 0 ||
-        adapter_over_limit(*r, adapters)) {
+    std::string error;
+    const adapter_gate gate = r->aborted || fair_.slots_left(r->group) <= 0 || num_new <= 0
+                                  ? adapter_gate::wait
+                                  : gate_adapter(*r, adapters, reading, error);
+    if (gate == adapter_gate::failed) {  // its adapter cannot be read: it ends here
+      waiting_.pop_front();
+      finish(r, finish_reason::error, error);
+      continue;
+    }
+    if (gate == adapter_gate::wait) {
       waiting_.pop_front();  // finished when the step in flight returns, or later
       skipped.push_back(r);
       continue;
@@ -381,21 +392,8 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
     admitting_.push_back(r);
   }
   waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
-}
-
-std::unordered_set<int64_t> token_budget_scheduler::running_adapters() const {
-  std::unordered_set<int64_t> out;
-  if (limits_.max_loras == 0) return out;  // (no LoRA: no scan a step)
-  for (const request_ptr& r : running_) {
-    if (r->params.lora_id != 0) out.insert(r->params.lora_id);
-  }
-  return out;
-}
-
-bool token_budget_scheduler::adapter_over_limit(const request_state& r,
-                                                const std::unordered_set<int64_t>& adapters) const {
-  return r.params.lora_id != 0 && adapters.count(r.params.lora_id) == 0 &&
-         static_cast<int64_t>(adapters.size()) >= limits_.max_loras;
+  waiting_for_adapters_ = !reading.empty();
+  if (lora_cache_.protect) lora_cache_.protect({adapters.begin(), adapters.end()});
 }
 
 void token_budget_scheduler::unpark_extra_children(request_state& leader, size_t keep,

@@ -45,6 +45,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -87,9 +88,25 @@ struct scheduler_limits {
   int64_t max_loras = 0;
 };
 
+// The LoRA host cache admissions wait for (the engine's lora_registry):
+// `prefetch` answers whether an adapter's weights are in host memory
+// (ready), being read (loading: the scheduler actor is woken when a read
+// ends; `start_read` queues one), neither (absent, without `start_read`)
+// or unreadable (failed: the request ends with `error`); `protect` gets the
+// adapters of the running and just admitted requests after each step's
+// choice, which the cache keeps. Unset: every adapter is ready.
+struct lora_host_cache {
+  enum class state { ready, loading, absent, failed };
+  std::function<state(int64_t lora_id, std::string& error, bool start_read)> prefetch;
+  std::function<void(std::vector<int64_t> lora_ids)> protect;
+};
+
 class token_budget_scheduler {
  public:
   explicit token_budget_scheduler(const scheduler_limits& limits);
+  void set_lora_cache(lora_host_cache cache) { lora_cache_ = std::move(cache); }
+  // The last schedule left a request waiting for its adapter's read.
+  bool waiting_for_adapters() const { return waiting_for_adapters_; }
 
   // Queues a request; "" on success, else why it can never run (too long for
   // max_model_len or for the whole KV cache). With fork_of naming a waiting
@@ -232,9 +249,17 @@ class token_budget_scheduler {
   void schedule_waiting(kv_transaction& txn, int64_t& budget);
   // The adapters of the running requests (LoRA).
   std::unordered_set<int64_t> running_adapters() const;
-  // Whether admitting r would bring one adapter too many (adapters: the
-  // running ones and those admitted so far this step).
-  bool adapter_over_limit(const request_state& r, const std::unordered_set<int64_t>& adapters) const;
+  // Whether r may be admitted as far as its adapter goes (LoRA): it runs
+  // already, or it brings no adapter beyond max_loras (`adapters`: the
+  // running ones and those admitted so far this step) and its weights are
+  // in host memory. A read is queued when they are not and max_loras has
+  // room for one more beside `adapters` and `reading` (the adapters being
+  // read for requests ahead in line), so that reads start only for
+  // adapters that can run when they end; ready adapters are admitted
+  // regardless of reads in progress (work-conserving).
+  enum class adapter_gate { admit, wait, failed };
+  adapter_gate gate_adapter(const request_state& r, const std::unordered_set<int64_t>& adapters,
+                            std::unordered_set<int64_t>& reading, std::string& error) const;
   // Shares this step's prefill budget among groups (fair_share::allot_tokens);
   // `slots`: the running slots in use (count_slots).
   void allot_prefill_tokens(int64_t budget, int64_t slots);
@@ -285,6 +310,8 @@ class token_budget_scheduler {
   std::unordered_set<request_id> forked_now_;  // parents and children of this txn's forks
   std::vector<request_output> outputs_;
   std::vector<request_ptr> pending_aborts_;  // aborted while a step was in flight
+  lora_host_cache lora_cache_;
+  bool waiting_for_adapters_ = false;
   std::vector<kv_rollback> pending_rollbacks_;  // rejected drafts, for the next transaction
   std::vector<request_id> drafter_removed_;     // finished requests the drafter holds
   bool draft_news_ = false;

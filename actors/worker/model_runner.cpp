@@ -149,10 +149,22 @@ int32_t model_runner::lora_slot_for(int64_t lora_id) {
     if (!used[s] && (slot < 0 || slot_adapter_[s] == 0)) slot = static_cast<int32_t>(s);
   }
   TROUPE_CHECK_MSG(slot >= 0, "a request's LoRA adapter finds no free slot (max_loras)");
-  const std::shared_ptr<const lora_adapter> adapter = loras_ ? loras_->get(lora_id) : nullptr;
-  TROUPE_CHECK_MSG(adapter != nullptr, "a request names a LoRA adapter the worker does not know");
+  TROUPE_CHECK_MSG(loras_ != nullptr, "a request names a LoRA adapter but LoRA is off");
+  // In host memory: the scheduler admitted the request after the registry's
+  // prefetch said so, and the running requests' adapters are protected.
+  // Else (its request was aborted before this plan arrived, and the host
+  // cache dropped it since) it is read now, or on failure the slot gets
+  // zeros for the aborted request's last step.
+  std::string read_now;
+  const std::shared_ptr<const lora_adapter> adapter = loras_->weights(lora_id, &read_now);
+  if (!read_now.empty()) get_logger("worker")->warn("{}", read_now);
   // A launched step may still read the slot (its requests just finished).
   ops_->synchronize();
+  if (adapter == nullptr) {
+    model_->clear_lora(slot);
+    slot_adapter_[static_cast<size_t>(slot)] = 0;
+    return slot;
+  }
   model_->load_lora(slot, *adapter);
   slot_adapter_[static_cast<size_t>(slot)] = lora_id;
   return slot;

@@ -94,7 +94,7 @@ class model_runner {
 
   // LoRA: where the adapters of requests' lora_id come from (the worker
   // copies one into a free device slot when a request brings it).
-  void set_lora_registry(std::shared_ptr<const lora_registry> loras) { loras_ = std::move(loras); }
+  void set_lora_registry(std::shared_ptr<lora_registry> loras) { loras_ = std::move(loras); }
 
   size_t num_requests() const { return requests_.size(); }
   // For tests: the paged KV cache (K and V per layer) and its backend.
@@ -216,7 +216,7 @@ class model_runner {
   int32_t* lora_sorted_dev_ = nullptr;
   int32_t* lora_starts_dev_ = nullptr;
   std::vector<int32_t> lora_sorted_, lora_starts_;  // host side, reused
-  std::shared_ptr<const lora_registry> loras_;
+  std::shared_ptr<lora_registry> loras_;
   std::vector<int64_t> slot_adapter_;  // adapter id per LoRA slot, 0: empty
   std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only

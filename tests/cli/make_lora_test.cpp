@@ -67,11 +67,13 @@ TEST(make_lora, usage_errors) {
   EXPECT_NE(r.err.find("unknown flag '--bogus'"), std::string::npos) << r.err;
 }
 
-// 16 random adapters through 4 device slots: a seeded random mix of 200
-// requests (adapters and the base, prompts of 3-60 tokens, 4-24 tokens out)
-// in one batch gives every request the tokens it gets run alone
-// (--max-num-seqs 1: one request at a time), with no error; adapters wait
-// for slots and slots are reused hundreds of times.
+// 16 random adapters through 4 device slots and 8 in host memory: a seeded
+// random mix of 200 requests (adapters and the base, prompts of 3-60
+// tokens, 4-24 tokens out) in one batch gives every request the tokens it
+// gets run alone (--max-num-seqs 1: one request at a time), with no error;
+// adapters wait for slots and for reads, slots are reused hundreds of
+// times, dropped adapters are read again on the loader thread (never on a
+// step's path), and the host cache never holds more than 8.
 TEST(make_lora, sixteen_adapters_through_four_slots_match_one_at_a_time) {
   const temp_dir dir("lora-mix");
   run_result r = run_troupe({"make-lora", "--model", model_dir("tiny-llama"), "--out", dir.path().string(),
@@ -79,6 +81,7 @@ TEST(make_lora, sixteen_adapters_through_four_slots_match_one_at_a_time) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> args = {"generate", "--model", model_dir("tiny-llama"), "--temperature", "0",
                                    "--enable-lora", "--max-loras", "4", "--max-lora-rank", "8",
+                                   "--max-cpu-loras", "8",
                                    "--prompts-file", (dir / "prompts.jsonl").string(), "--lora-modules"};
   for (int i = 0; i < 16; ++i) args.push_back("a" + std::to_string(i) + "=" + (dir / ("lora-" + std::to_string(i))).string());
   {
@@ -103,6 +106,11 @@ TEST(make_lora, sixteen_adapters_through_four_slots_match_one_at_a_time) {
   EXPECT_EQ(split_lines(mixed.out).size(), 200u);
   EXPECT_EQ(mixed.out.find("(error)"), std::string::npos);
   EXPECT_EQ(stats_value(mixed.err, "requests"), 200) << mixed.err;
+  for (const run_result* r : {&mixed, &alone}) {
+    EXPECT_LE(stats_value(r->err, "lora_host_resident_max"), 8) << r->err;
+    EXPECT_GT(stats_value(r->err, "lora_reads"), 8) << r->err;  // read again after drops
+    EXPECT_EQ(stats_value(r->err, "lora_reads_on_step"), 0) << r->err;
+  }
 }
 
 }  // namespace

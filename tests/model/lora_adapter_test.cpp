@@ -1,4 +1,4 @@
-// load_lora_adapter and lora_registry against the PEFT fixtures: what is
+// load_lora_adapter against the PEFT fixtures: what is
 // read (rank, scaling folded into lora_B, targets, shapes) and every
 // problem a bad adapter folder has, each named.
 #include <gtest/gtest.h>
@@ -8,35 +8,17 @@
 #include <sstream>
 
 #include "model/lora_adapter.h"
-#include "model/lora_registry.h"
 #include "model/weights.h"
-#include "tests/temp_dir.h"
+#include "tests/model/lora_fixtures.h"
 
 namespace troupe {
 namespace {
 
 using testing::temp_dir;
+using testing::base;
+using testing::copy_adapter;
+using testing::data;
 namespace fs = std::filesystem;
-
-std::string data(const std::string& rel) { return std::string(TROUPE_TEST_DATA) + "/" + rel; }
-
-model_config base(const std::string& name) {
-  std::ifstream in(data("models/" + name + "/config.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto c = parse_model_config(ss.str(), "config.json");
-  EXPECT_TRUE(c.ok());
-  return c.value();
-}
-
-// A copy of a fixture adapter the test may change.
-std::unique_ptr<temp_dir> copy_adapter(const std::string& name) {
-  auto dir = std::make_unique<temp_dir>("lora");
-  for (const auto& f : fs::directory_iterator(data("lora/" + name))) {
-    fs::copy_file(f.path(), dir->path() / f.path().filename());
-  }
-  return dir;
-}
 
 void replace_in(const fs::path& file, const std::string& from, const std::string& to) {
   std::ifstream in(file);
@@ -132,50 +114,6 @@ TEST(lora_adapter, wrong_base_model) {
             std::string::npos)
       << a.error_message();
   EXPECT_NE(a.error_message().find("more tensors whose shapes do not fit"), std::string::npos);
-}
-
-TEST(lora_registry, ids_names_and_duplicates) {
-  lora_registry reg(base("tiny-llama"), 16);
-  auto sql = reg.add("sql", data("lora/tiny-llama-lora-sql"));
-  auto poet = reg.add("poet", data("lora/tiny-llama-lora-poet"));
-  ASSERT_TRUE(sql.ok() && poet.ok());
-  EXPECT_EQ(*sql, 1);
-  EXPECT_EQ(*poet, 2);
-  EXPECT_EQ(reg.id_of("poet"), 2);
-  EXPECT_EQ(reg.id_of("nope"), 0);
-  EXPECT_EQ(reg.get(1)->name, "sql");
-  EXPECT_EQ(reg.get(3), nullptr);
-  auto again = reg.add("sql", data("lora/tiny-llama-lora-poet"));
-  ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.error_message(), "LoRA adapter 'sql' is already loaded");
-  EXPECT_EQ(reg.size(), 2u);
-  const auto list = reg.list();
-  ASSERT_EQ(list.size(), 2u);
-  EXPECT_EQ(list[1].name, "poet");
-}
-
-// Unloading: the name goes at once; the weights stay while a request
-// holds the id, and go with its release; a removed id cannot be acquired.
-TEST(lora_registry, remove_waits_for_the_last_user) {
-  lora_registry reg(base("tiny-llama"), 16);
-  const int64_t id = reg.add("sql", data("lora/tiny-llama-lora-sql")).value();
-  EXPECT_TRUE(reg.acquire(id));
-  ASSERT_TRUE(reg.remove("sql").ok());
-  EXPECT_EQ(reg.id_of("sql"), 0);
-  EXPECT_TRUE(reg.list().empty());
-  ASSERT_EQ(reg.all().size(), 1u);  // still held
-  EXPECT_NE(reg.get(id), nullptr);
-  EXPECT_FALSE(reg.acquire(id));
-  reg.release(id);
-  EXPECT_EQ(reg.get(id), nullptr);
-  EXPECT_TRUE(reg.all().empty());
-  auto again = reg.remove("sql");
-  ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.error_message(), "The lora adapter 'sql' cannot be found.");
-  const int64_t id2 = reg.add("sql", data("lora/tiny-llama-lora-sql")).value();
-  EXPECT_NE(id2, id);  // ids are never reused
-  ASSERT_TRUE(reg.remove("sql").ok());  // unused: gone at once
-  EXPECT_EQ(reg.get(id2), nullptr);
 }
 
 }  // namespace
