@@ -55,8 +55,10 @@ struct attention_metadata {
 };
 
 // One LoRA target module's weights for every adapter slot (ops::lora_add):
-// a is [slots * rank, in] (slot s: rows s * rank ..), b is [slots * out,
-// rank] (slot s: rows s * out ..), both of the compute type.
+// a is [slots * rank, in] (slot s: rows s * rank ..), b is [out, slots *
+// rank] (slot s: columns s * rank ..), both of the compute type. So b is
+// one matrix over every slot's rank dimensions, and a backend may expand
+// all slots in one dense product (a token's other slots' u set to zero).
 struct lora_stack {
   tensor a, b;
   int64_t slots = 0;
@@ -113,6 +115,8 @@ class ops {
   virtual tensor alloc_host(dtype type, int64_t rows, int64_t cols) { return alloc(type, rows, cols); }
   virtual int32_t* alloc_ints(int64_t n) = 0;
   virtual void upload(const float* host, const tensor& dst) = 0;  // converts to dst.type
+  // dst[:, col0 .. col0 + cols) = host [dst.rows, cols] (converted).
+  virtual void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) = 0;
   virtual void upload_ints(const int32_t* host, int32_t* dst, int64_t n) = 0;
   virtual void download(const tensor& src, float* host) = 0;  // converts to f32
   // dst = the dummy weights of `key` (model/weights.h fill_dummy_f32),
@@ -192,16 +196,34 @@ class ops {
   // (q, k, v; gate, up; or one module): for module m (stack w[m]) and each
   // token t whose slot s = batch.token_slots[t] is >= 0,
   //   u[t, m * rank + r] = sum_k a_m[s * rank + r, k] x[t, k]      (r < rank)
-  //   out[t, c_m + j] += sum_r b_m[s * out_m + j, r] u[t, m * rank + r]
-  // with out_m = b_m.rows / slots, c_0 = col0, c_{m+1} = c_m + out_m;
-  // tokens with slot -1 are left alone. Every stack has the same slots and
-  // rank, lora_A rows and lora_B rows (scaling folded in) zero-padded to
-  // rank. `scratch` is float32 with at least x.rows rows of count * rank
-  // columns (u, kept in float32); sums in float32, out rounded once to its
-  // type. `batch` also lists the tokens by slot, so that a backend reads
-  // each adapter's weights once for all of its tokens.
+  //   out[t, c_m + j] += sum_r b_m[j, s * rank + r] u[t, m * rank + r]
+  // with out_m = b_m.rows, c_0 = col0, c_{m+1} = c_m + out_m; tokens with
+  // slot -1 are left alone. Every stack has the same slots and rank, lora_A
+  // rows and lora_B columns (scaling folded in) zero-padded to rank.
+  // `scratch` is float32 with at least x.rows rows of
+  // lora_scratch_cols(count, slots, rank) columns; sums in float32, out
+  // rounded once to its type (u in float32 on the reference; a backend may
+  // round u to the compute type, as Punica's and vLLM's kernels do).
+  // `batch` also lists the tokens by slot, so that a backend reads each
+  // adapter's weights once for all of its tokens.
   virtual void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                         const tensor& scratch, const tensor& out, int64_t col0) = 0;
+  // A product with LoRA deltas: out = x w^T (+ bias), then lora_add(x, lw,
+  // count, batch, scratch, out, 0) over all of out's columns (the modules'
+  // widths sum to w.rows). This default runs the two in that order; cuda
+  // may write the deltas first and accumulate the product onto them (no
+  // second pass over out).
+  virtual void linear_lora(const tensor& x, const tensor& w, const tensor* bias,
+                           const lora_stack* lw, int count, const lora_batch& batch,
+                           const tensor& scratch, const tensor& out) {
+    linear(x, w, bias, out);
+    lora_add(x, lw, count, batch, scratch, out, 0);
+  }
+  // lora_add's scratch columns (this default: u, count * rank).
+  virtual int64_t lora_scratch_cols(int count, int64_t slots, int64_t rank) const {
+    (void)slots;
+    return count * rank;
+  }
   // Copies whole KV blocks: block src_blocks[i] of `src` to block
   // dst_blocks[i] of `dst`, K and V (swapping between device and host
   // caches, copy-on-write). The index arrays are host memory.

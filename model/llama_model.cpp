@@ -150,9 +150,8 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   const tensor* qkv_bias = config_.attention_bias ? &w.qkv_bias : nullptr;
   const tensor* q_norm = config_.qk_norm ? &w.q_norm : nullptr;
   const tensor* k_norm = config_.qk_norm ? &w.k_norm : nullptr;
-  if (lora) {  // the product, the q/k/v deltas, then the epilogue
-    ops_.linear(normed, w.qkv_proj, qkv_bias, qkv);
-    add_lora(layer, lora_target::q_proj, 3, normed, in, qkv);
+  if (lora) {  // the product with the q/k/v deltas, then the epilogue
+    linear_lora(layer, lora_target::q_proj, 3, normed, w.qkv_proj, qkv_bias, in, qkv);
     ops_.qkv_rope_cache(qkv, config_.num_attention_heads, config_.num_key_value_heads,
                         config_.head_dim, q_norm, k_norm, eps, in.positions, rope_,
                         in.slot_mapping, cache, q);
@@ -165,20 +164,25 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,
                        config_.num_key_value_heads, config_.head_dim, scale, attn);
-  ops_.linear(attn, w.o_proj, nullptr, hidden);
-  if (lora) add_lora(layer, lora_target::o_proj, 1, attn, in, hidden);
+  if (lora) {
+    linear_lora(layer, lora_target::o_proj, 1, attn, w.o_proj, nullptr, in, hidden);
+  } else {
+    ops_.linear(attn, w.o_proj, nullptr, hidden);
+  }
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
   const tensor gate_up = ws_.gate_up.row_slice(0, n);
   const tensor act = ws_.act.row_slice(0, n);
-  if (lora) {  // the product, the gate/up deltas, then SiLU-and-mul
-    ops_.linear(normed, w.gate_up_proj, nullptr, gate_up);
-    add_lora(layer, lora_target::gate_proj, 2, normed, in, gate_up);
+  if (lora) {  // the product with the gate/up deltas, then SiLU-and-mul
+    linear_lora(layer, lora_target::gate_proj, 2, normed, w.gate_up_proj, nullptr, in, gate_up);
     ops_.silu_and_mul(gate_up, act);
   } else {
     ops_.gated_linear(normed, w.gate_up_proj, gate_up, act);
   }
-  ops_.linear(act, w.down_proj, nullptr, hidden);
-  if (lora) add_lora(layer, lora_target::down_proj, 1, act, in, hidden);
+  if (lora) {
+    linear_lora(layer, lora_target::down_proj, 1, act, w.down_proj, nullptr, in, hidden);
+  } else {
+    ops_.linear(act, w.down_proj, nullptr, hidden);
+  }
 }
 
 void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_layer>& cache) {

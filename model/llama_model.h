@@ -97,7 +97,7 @@ class llama_model {
   };
   struct workspace {
     tensor hidden, residual, normed, qkv, q, attn, gate_up, act, selected;
-    tensor lora_u;  // float32 [tokens, 3 x max rank]: lora_add's scratch (q, k, v)
+    tensor lora_u;  // float32 [tokens, ops::lora_scratch_cols(3, ..)]: lora_add's scratch
   };
 
   llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type);
@@ -106,10 +106,10 @@ class llama_model {
   void allocate_workspace();
   void build_rope(int64_t max_position);
   void run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache);
-  // Adds the layer's deltas of `targets` (consecutive lora_target values
-  // whose outputs sit side by side in `out`, from column 0) to `out`.
-  void add_lora(size_t layer, lora_target first, int count, const tensor& x,
-                const forward_inputs& in, const tensor& out);
+  // out = x w^T (+ bias) plus the layer's deltas of `count` consecutive
+  // lora_target values from `first` (side by side in out: ops::linear_lora).
+  void linear_lora(size_t layer, lora_target first, int count, const tensor& x, const tensor& w,
+                   const tensor* bias, const forward_inputs& in, const tensor& out);
 
   model_config config_;
   ops& ops_;

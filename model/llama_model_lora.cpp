@@ -1,10 +1,12 @@
 // llama_model's LoRA slots (llama_model.h): per layer and target module, a
-// lora_stack of every slot's lora_A rows [slots * rank, in] and lora_B rows
-// [slots * out, rank] (scaling folded in), ranks below the maximum
-// zero-padded, modules an adapter leaves alone all zeros. A forward adds
-// each token's delta with ops::lora_add, one call for the modules that read
-// the same input (q/k/v, gate/up; o; down), tokens of the base at slot -1.
-// All seven modules are always run, so that one captured graph serves every
+// lora_stack of every slot's lora_A rows [slots * rank, in] and lora_B
+// columns [out, slots * rank] (scaling folded in), ranks below the maximum
+// zero-padded, modules an adapter leaves alone all zeros. The A stacks of
+// the modules that read the same input (q/k/v, gate/up) lie back to back,
+// so a backend can shrink them in one product. A forward adds each token's
+// delta with ops::lora_add, one call for the modules that read the same
+// input (q/k/v, gate/up; o; down), tokens of the base at slot -1. All
+// seven modules are always run, so that one captured graph serves every
 // mix of adapters.
 #include <algorithm>
 
@@ -12,23 +14,39 @@
 
 namespace troupe {
 
+namespace {
+
+// The modules lora_add runs together, in target order: first and count.
+constexpr struct {
+  lora_target first;
+  int count;
+} lora_groups[] = {{lora_target::q_proj, 3}, {lora_target::o_proj, 1},
+                   {lora_target::gate_proj, 2}, {lora_target::down_proj, 1}};
+
+}  // namespace
+
 void llama_model::enable_lora(int64_t max_loras, int64_t max_rank) {
   TROUPE_CHECK(lora_slots_ == 0 && max_loras > 0 && max_rank > 0);
   lora_slots_ = max_loras;
   lora_rank_ = max_rank;
   lora_.resize(layers_.size() * num_lora_targets);
+  const int64_t rows = max_loras * max_rank;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    for (int t = 0; t < num_lora_targets; ++t) {
-      const auto target = static_cast<lora_target>(t);
-      lora_stack& s = lora_[l * num_lora_targets + static_cast<size_t>(t)];
-      s.slots = max_loras;
-      s.rank = max_rank;
+    for (const auto& g : lora_groups) {
+      const int first = static_cast<int>(g.first);
       // Zero-filled (ops::alloc): a slot never loaded adds nothing.
-      s.a = ops_.alloc(type_, max_loras * max_rank, lora_target_in(config_, target));
-      s.b = ops_.alloc(type_, max_loras * lora_target_out(config_, target), max_rank);
+      const tensor a = ops_.alloc(type_, g.count * rows, lora_target_in(config_, g.first));
+      for (int m = 0; m < g.count; ++m) {
+        const auto target = static_cast<lora_target>(first + m);
+        lora_stack& s = lora_[l * num_lora_targets + static_cast<size_t>(first + m)];
+        s.slots = max_loras;
+        s.rank = max_rank;
+        s.a = a.row_slice(m * rows, rows);
+        s.b = ops_.alloc(type_, lora_target_out(config_, target), rows);
+      }
     }
   }
-  ws_.lora_u = ops_.alloc(dtype::f32, max_num_tokens_, 3 * max_rank);
+  ws_.lora_u = ops_.alloc(dtype::f32, max_num_tokens_, ops_.lora_scratch_cols(3, max_loras, max_rank));
 }
 
 void llama_model::load_lora(int64_t slot, const lora_adapter& adapter) { fill_lora(slot, &adapter); }
@@ -43,7 +61,7 @@ void llama_model::fill_lora(int64_t slot, const lora_adapter* adapter) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (int t = 0; t < num_lora_targets; ++t) {
       const lora_stack& s = lora_[l * num_lora_targets + static_cast<size_t>(t)];
-      const int64_t in = s.a.cols, out = s.b.rows / s.slots;
+      const int64_t in = s.a.cols, out = s.b.rows;
       // [max rank, in] and [out, max rank], the adapter's rows and columns
       // first, zeros after.
       a.assign(static_cast<size_t>(lora_rank_ * in), 0.0f);
@@ -57,16 +75,17 @@ void llama_model::fill_lora(int64_t slot, const lora_adapter* adapter) {
         }
       }
       ops_.upload(a.data(), s.a.row_slice(slot * lora_rank_, lora_rank_));
-      ops_.upload(b.data(), s.b.row_slice(slot * out, out));
+      ops_.upload_cols(b.data(), s.b, slot * lora_rank_, lora_rank_);
     }
   }
 }
 
-void llama_model::add_lora(size_t layer, lora_target first, int count, const tensor& x,
-                           const forward_inputs& in, const tensor& out) {
+void llama_model::linear_lora(size_t layer, lora_target first, int count, const tensor& x,
+                              const tensor& w, const tensor* bias, const forward_inputs& in,
+                              const tensor& out) {
   const tensor scratch = ws_.lora_u.row_slice(0, in.num_tokens);
-  ops_.lora_add(x, &lora_[layer * num_lora_targets + static_cast<size_t>(first)], count, in.lora,
-                scratch, out, 0);
+  ops_.linear_lora(x, w, bias, &lora_[layer * num_lora_targets + static_cast<size_t>(first)], count,
+                   in.lora, scratch, out);
 }
 
 }  // namespace troupe

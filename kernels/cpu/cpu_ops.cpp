@@ -52,6 +52,13 @@ void cpu_ops::upload(const float* host, const tensor& dst) {
   std::memcpy(dst.data, host, static_cast<size_t>(dst.numel()) * sizeof(float));
 }
 
+void cpu_ops::upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) {
+  TROUPE_CHECK(col0 >= 0 && col0 + cols <= dst.cols);
+  for (int64_t r = 0; r < dst.rows; ++r) {
+    std::memcpy(dst.f32() + r * dst.cols + col0, host + r * cols, static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
 void cpu_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
   std::memcpy(dst, host, static_cast<size_t>(n) * sizeof(int32_t));
 }
@@ -158,8 +165,8 @@ void cpu_ops::lora_add(const tensor& x, const lora_stack* w, int count, const lo
   for (int m = 0; m < count; ++m) {
     TROUPE_CHECK(w[m].slots == slots && w[m].rank == rank && slots > 0 && rank > 0);
     TROUPE_CHECK(w[m].a.rows == slots * rank && w[m].a.cols == x.cols);
-    TROUPE_CHECK(w[m].b.cols == rank && w[m].b.rows % slots == 0);
-    cols += w[m].b.rows / slots;
+    TROUPE_CHECK(w[m].b.cols == slots * rank);
+    cols += w[m].b.rows;
   }
   TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
   TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= count * rank);
@@ -180,10 +187,10 @@ void cpu_ops::lora_add(const tensor& x, const lora_stack* w, int count, const lo
         for (int64_t k = 0; k < x.cols; ++k) sum += a[k] * xt[k];
         u[r] = sum;
       }
-      const int64_t out_cols = w[m].b.rows / slots;
+      const int64_t out_cols = w[m].b.rows;
       float* o = out.f32() + t * out.cols + c;
       for (int64_t j = 0; j < out_cols; ++j) {
-        const float* b = w[m].b.f32() + (s * out_cols + j) * rank;
+        const float* b = w[m].b.f32() + j * w[m].b.cols + s * rank;
         float sum = 0;
         for (int64_t r = 0; r < rank; ++r) sum += b[r] * u[r];
         o[j] += sum;

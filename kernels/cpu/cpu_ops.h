@@ -18,6 +18,7 @@ class cpu_ops final : public ops {
   tensor alloc(dtype type, int64_t rows, int64_t cols) override;
   int32_t* alloc_ints(int64_t n) override;
   void upload(const float* host, const tensor& dst) override;
+  void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) override;
   void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
   void download(const tensor& src, float* host) override;
   void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) override;

@@ -327,13 +327,20 @@ void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
 }
 
 void cuda_ops::gemm_cublas(const tensor& x, const tensor& w, const tensor& out) {
+  gemm_cublas(x.type, out.type, x.data, x.cols, w.data, w.cols, out.data, out.cols, x.rows, w.rows,
+              x.cols, 0.0f);
+}
+
+void cuda_ops::gemm_cublas(dtype in_type, dtype out_type, const void* x, int64_t ldx, const void* w,
+                           int64_t ldw, void* out, int64_t ldo, int64_t m, int64_t n, int64_t k,
+                           float beta) {
   // Row-major out[M, N] = x[M, K] w[N, K]^T is column-major out^T = w x^T.
   // Pedantic math for float32 weights (strict float32, no TF32) and for
   // float32 outputs (logits: in the default mode cuBLAS picks a kernel 2.5x
   // slower for bf16 x bf16 -> float32 at 64 rows, H200). bf16/f16 otherwise,
   // with split-K partial sums kept in float32 (no reduced-precision reduction).
   const cublasMath_t mode =
-      w.type == dtype::f32 || out.type == dtype::f32
+      in_type == dtype::f32 || out_type == dtype::f32
           ? CUBLAS_PEDANTIC_MATH
           : static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
@@ -341,11 +348,12 @@ void cuda_ops::gemm_cublas(const tensor& x, const tensor& w, const tensor& out) 
     TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, mode));
     impl_->blas_mode = mode;
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  const int m = static_cast<int>(x.rows), n = static_cast<int>(w.rows), k = static_cast<int>(x.cols);
-  TROUPE_CUBLAS_CHECK(cublasGemmEx(impl_->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w.data,
-                                   cublas_type_of(w.type), k, x.data, cublas_type_of(x.type), k,
-                                   &beta, out.data, cublas_type_of(out.type), n,
+  const float alpha = 1.0f;
+  TROUPE_CUBLAS_CHECK(cublasGemmEx(impl_->blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
+                                   static_cast<int>(m), static_cast<int>(k), &alpha, w,
+                                   cublas_type_of(in_type), static_cast<int>(ldw), x,
+                                   cublas_type_of(in_type), static_cast<int>(ldx), &beta, out,
+                                   cublas_type_of(out_type), static_cast<int>(ldo),
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 

@@ -56,6 +56,7 @@ class cuda_ops final : public ops {
   tensor alloc_host(dtype type, int64_t rows, int64_t cols) override;
   int32_t* alloc_ints(int64_t n) override;
   void upload(const float* host, const tensor& dst) override;
+  void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) override;
   void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
   void download(const tensor& src, float* host) override;
   void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) override;
@@ -85,6 +86,10 @@ class cuda_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
                     const tensor& out) override;
+  int64_t lora_scratch_cols(int count, int64_t slots, int64_t rank) const override;
+  void linear_lora(const tensor& x, const tensor& w, const tensor* bias, const lora_stack* lw,
+                   int count, const lora_batch& batch, const tensor& scratch,
+                   const tensor& out) override;
   void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                 const tensor& scratch, const tensor& out, int64_t col0) override;
   void qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
@@ -126,6 +131,19 @@ class cuda_ops final : public ops {
   // cuBLAS when untuned.
   void gemm(const tensor& x, const tensor& w, const tensor& out);
   void gemm_cublas(const tensor& x, const tensor& w, const tensor& out);
+  // out[m, n] (row stride ldo) = x[m, k] (ldx) w[n, k]^T (ldw) + beta out.
+  void gemm_cublas(dtype in_type, dtype out_type, const void* x, int64_t ldx, const void* w,
+                   int64_t ldw, void* out, int64_t ldo, int64_t m, int64_t n, int64_t k, float beta);
+  // lora_add, or with accumulate false (the dense path only) out's
+  // modules' columns set to the deltas.
+  void lora_apply(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
+                  const tensor& scratch, const tensor& out, int64_t col0, bool accumulate);
+  // Whether n tokens over stacks like w run dense (kernels/cuda/lora/sgmv.h,
+  // lora_dense_max_cols; TROUPE_LORA_DENSE=0: never).
+  bool lora_runs_dense(int64_t n, const lora_stack& w) const;
+  // lora_apply's dense path: out = deltas + beta out.
+  void lora_add_dense(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
+                      const tensor& scratch, const tensor& out, int64_t col0, float beta);
   // The choice for this shape, tuned now when tuning is allowed and the
   // shape is new: -1 cuBLAS, else a GEMV variant. With `gated`
   // (gated_linear; out is [m, w.rows / 2]): -1 cuBLAS then silu_and_mul,

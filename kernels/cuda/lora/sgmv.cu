@@ -24,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "common/check.h"
@@ -202,7 +203,7 @@ __global__ void __launch_bounds__(threads) expand_kernel(lora_args p, int chunks
   const int64_t out_cols = p.modules[m].out_cols;
   const int64_t j = chunk * threads + threadIdx.x;
   if (j >= out_cols) return;
-  const T* b = static_cast<const T*>(p.modules[m].b) + (tr.slot * out_cols + j) * p.rank;
+  const T* b = static_cast<const T*>(p.modules[m].b) + j * p.slots * p.rank + tr.slot * p.rank;
   float acc[tile] = {};
   constexpr int vec = vec16<T>::size;
   if (p.rank % vec == 0) {
@@ -314,7 +315,41 @@ void run_expand(const lora_args& p, cudaStream_t stream) {
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
+template <class T>
+__global__ void mask_slots_kernel(const float* u32, T* u, int64_t n, int64_t cols, int64_t slot_cols,
+                                  int64_t rank, const int32_t* token_slots) {
+  pdl_begin();
+  const int64_t total = n * cols;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = e / cols, s = (e % cols) % slot_cols / rank;
+    u[e] = from_float<T>(token_slots[t] == s ? u32[e] : 0.0f);
+  }
+}
+
 }  // namespace
+
+void lora_mask_slots(element_type type, const float* u32, void* u, int64_t n, int count,
+                     int64_t slots, int64_t rank, const int32_t* token_slots, cudaStream_t stream) {
+  const int64_t cols = count * slots * rank, total = n * cols;
+  if (total == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
+  switch (type) {
+    case element_type::f32:
+      launch_pdl(mask_slots_kernel<float>, dim3(blocks), dim3(256), 0, stream, u32,
+                 static_cast<float*>(u), n, cols, slots * rank, rank, token_slots);
+      break;
+    case element_type::bf16:
+      launch_pdl(mask_slots_kernel<__nv_bfloat16>, dim3(blocks), dim3(256), 0, stream, u32,
+                 static_cast<__nv_bfloat16*>(u), n, cols, slots * rank, rank, token_slots);
+      break;
+    case element_type::f16:
+      launch_pdl(mask_slots_kernel<__half>, dim3(blocks), dim3(256), 0, stream, u32,
+                 static_cast<__half*>(u), n, cols, slots * rank, rank, token_slots);
+      break;
+  }
+  TROUPE_CUDA_CHECK(cudaGetLastError());
+}
 
 void lora_add(const lora_args& p, cudaStream_t stream) {
   TROUPE_CHECK(p.count >= 1 && p.count <= lora_max_modules);

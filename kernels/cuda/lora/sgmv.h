@@ -27,10 +27,16 @@ constexpr int lora_max_modules = 3;
 constexpr int64_t lora_few_tokens = 16;
 constexpr int64_t lora_mma_min_tokens = 1024;
 constexpr int64_t lora_max_rank = 512;
+// Above lora_few_tokens, a module whose slots x rank is at most this runs
+// dense (cuda_ops::lora_add): u for every slot in one cuBLAS product, the
+// other slots' columns zeroed (lora_mask_slots), the expand one cuBLAS
+// product over all slots' columns added into out. Beyond it the products'
+// wasted columns cost more than the segmented kernels here.
+constexpr int64_t lora_dense_max_cols = 256;
 
 struct lora_module_args {
   const void* a = nullptr;  // [slots * rank, in]
-  const void* b = nullptr;  // [slots * out_cols, rank]
+  const void* b = nullptr;  // [out_cols, slots * rank]
   int64_t out_cols = 0;
 };
 
@@ -52,5 +58,12 @@ struct lora_args {
 // Shrink then expand. REQUIRES: 1 <= count <= lora_max_modules, 1 <= rank
 // <= lora_max_rank, u_stride >= count * rank, the columns within out_stride.
 void lora_add(const lora_args& args, cudaStream_t stream);
+
+// The dense path's mask: u32 is [n, count * slots * rank] float32 (the
+// shrink's sums for every slot), module m at columns m * slots * rank, slot
+// s of it at s * rank; u (same shape, of `type`) gets each token's own
+// slot's sums and zero in every other column (all zero for slot -1).
+void lora_mask_slots(element_type type, const float* u32, void* u, int64_t n, int count,
+                     int64_t slots, int64_t rank, const int32_t* token_slots, cudaStream_t stream);
 
 }  // namespace troupe::cuda

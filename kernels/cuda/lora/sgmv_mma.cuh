@@ -107,10 +107,11 @@ __global__ void __launch_bounds__(128) expand_mma_kernel(lora_args p, int chunks
     }
     us[i][r] = from_float<T>(v);
   }
-  const T* b = static_cast<const T*>(p.modules[m].b) + tr.slot * out_cols * p.rank;
+  const T* b = static_cast<const T*>(p.modules[m].b) + tr.slot * p.rank;  // [out, slots * rank]
   for (int e = tid; e < mma_cols * RK; e += 128) {
     const int jj = e / RK, r = e % RK;
-    bs[jj][r] = j0 + jj < out_cols && r < p.rank ? b[(j0 + jj) * p.rank + r] : from_float<T>(0.0f);
+    bs[jj][r] = j0 + jj < out_cols && r < p.rank ? b[(j0 + jj) * p.slots * p.rank + r]
+                                                 : from_float<T>(0.0f);
   }
   __syncthreads();
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[mma_cols / 16];
