@@ -19,7 +19,8 @@
 namespace troupe {
 namespace {
 
-TEST(scheduler_lora, adapters_beyond_max_loras_wait_without_blocking_others) {
+// Both tests' limits: room for 8 sequences and 2 adapters.
+scheduler_limits two_slots() {
   scheduler_limits l;
   l.block_size = 4;
   l.num_blocks_usable = 64;
@@ -27,6 +28,11 @@ TEST(scheduler_lora, adapters_beyond_max_loras_wait_without_blocking_others) {
   l.max_num_batched_tokens = 256;
   l.max_num_seqs = 8;
   l.max_loras = 2;
+  return l;
+}
+
+TEST(scheduler_lora, adapters_beyond_max_loras_wait_without_blocking_others) {
+  const scheduler_limits l = two_slots();
   token_budget_scheduler sched(l);
   kv_ledger ledger(l.num_blocks_usable + 1, l.block_size, true);
   testing::fake_worker worker;
@@ -90,13 +96,7 @@ TEST(scheduler_lora, adapters_beyond_max_loras_wait_without_blocking_others) {
 // A host cache whose reads the test ends: adapter 2 is being read, adapter
 // 3 would need a read too, adapter 4 cannot be read.
 TEST(scheduler_lora, requests_wait_for_their_adapters_reads) {
-  scheduler_limits l;
-  l.block_size = 4;
-  l.num_blocks_usable = 64;
-  l.max_model_len = 64;
-  l.max_num_batched_tokens = 256;
-  l.max_num_seqs = 8;
-  l.max_loras = 2;
+  const scheduler_limits l = two_slots();
   token_budget_scheduler sched(l);
   std::map<int64_t, lora_host_cache::state> host = {{1, lora_host_cache::state::ready},
                                                      {2, lora_host_cache::state::loading},
