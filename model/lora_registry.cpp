@@ -85,7 +85,6 @@ void lora_registry::trim_locked(int64_t keep_id) {
     ++counts_.evictions;
     --resident;
   }
-  counts_.resident = resident;
   counts_.max_resident = std::max(counts_.max_resident, resident);
 }
 
@@ -231,8 +230,7 @@ std::vector<lora_registry::entry> lora_registry::all() const {
 
 lora_registry::cache_counts lora_registry::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
-  cache_counts c = counts_;
-  c.resident = 0;
+  cache_counts c = counts_;  // (resident counted now: remove() drops entries too)
   for (const auto& [id, e] : by_id_) c.resident += e.adapter != nullptr ? 1 : 0;
   return c;
 }

@@ -32,10 +32,13 @@ fi
 if [[ $sections == *" 2 "* ]]; then
   python3 scripts/gpu_lora_golden.py --troupe "$bin" | tee "$out/golden.md" || status=1
 fi
-if [[ $sections == *" 3 "* ]]; then
+# 8 random rank-16 adapters on all seven projections (sections 3 and 4).
+mods=()
+if [[ $sections == *" 3 "* || $sections == *" 4 "* ]]; then
   "$bin" make-lora --model "$model" --out "$out/loras" --rank 16 --count 8 >/dev/null || exit 1
-  mods=()
   for i in 0 1 2 3 4 5 6 7; do mods+=("a$i=$out/loras/lora-$i"); done
+fi
+if [[ $sections == *" 3 "* ]]; then
   lora=(--enable-lora --max-loras 8 --max-lora-rank 16 --lora-modules "${mods[@]}")
   common=(--model "$model" --load-format dummy --dtype bfloat16 --log-level warn --seed 0 --max-model-len 4096)
   tp=(--dataset random --num-prompts 256 --input-len 1024 --output-len 128)
@@ -64,9 +67,6 @@ if [[ $sections == *" 3 "* ]]; then
   } | tee "$out/bench.md"
 fi
 if [[ $sections == *" 4 "* ]]; then
-  [[ -d $out/loras ]] || "$bin" make-lora --model "$model" --out "$out/loras" --rank 16 --count 8 >/dev/null || exit 1
-  mods=()
-  for i in 0 1 2 3 4 5 6 7; do mods+=("a$i=$out/loras/lora-$i"); done
   TROUPE_PROFILE_OPS=1 "$bin" bench throughput --model "$model" --load-format dummy --dtype bfloat16 \
     --log-level info --seed 0 --max-model-len 4096 --enforce-eager --dataset random --num-prompts 64 \
     --input-len 1024 --output-len 128 --enable-lora --max-loras 8 --max-lora-rank 16 \

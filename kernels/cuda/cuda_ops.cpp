@@ -387,31 +387,31 @@ int32_t* cuda_ops::alloc_ints(int64_t n) {
   return static_cast<int32_t*>(p);
 }
 
+namespace {
+
+// n host floats as `type` will hold them: the floats themselves for f32,
+// else converted into `bits`.
+const void* host_bits(const float* host, size_t n, dtype type, std::vector<uint16_t>& bits) {
+  if (type == dtype::f32) return host;
+  bits.resize(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
+  return bits.data();
+}
+
+}  // namespace
+
 void cuda_ops::upload(const float* host, const tensor& dst) {
   const size_t n = static_cast<size_t>(dst.numel());
-  if (dst.type == dtype::f32) {
-    TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, host, n * 4, cudaMemcpyHostToDevice));
-    return;
-  }
-  std::vector<uint16_t> bits(n);
-  for (size_t i = 0; i < n; ++i) {
-    bits[i] = dst.type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
-  }
-  TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, bits.data(), n * 2, cudaMemcpyHostToDevice));
+  std::vector<uint16_t> bits;
+  const void* src = host_bits(host, n, dst.type, bits);
+  TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, src, n * dtype_size(dst.type), cudaMemcpyHostToDevice));
 }
 
 void cuda_ops::upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) {
   TROUPE_CHECK(col0 >= 0 && col0 + cols <= dst.cols);
   const size_t n = static_cast<size_t>(dst.rows * cols), esize = dtype_size(dst.type);
-  const void* src = host;
   std::vector<uint16_t> bits;
-  if (dst.type != dtype::f32) {
-    bits.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      bits[i] = dst.type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
-    }
-    src = bits.data();
-  }
+  const void* src = host_bits(host, n, dst.type, bits);
   TROUPE_CUDA_CHECK(cudaMemcpy2D(static_cast<char*>(dst.data) + col0 * esize, dst.cols * esize, src,
                                  cols * esize, cols * esize, dst.rows, cudaMemcpyHostToDevice));
 }

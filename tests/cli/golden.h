@@ -6,6 +6,7 @@
 // within `tol`; stop comparing after it.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <simdjson.h>
 
 #include <cmath>
@@ -61,6 +62,16 @@ inline std::vector<golden_case> load_golden(const std::string& path) {
 }
 
 // Token ids as "1,2,3" (--prompt-ids) and as "[1,2,3]" (JSON).
+// A test parameter's name for a model directory ("tiny-llama" ->
+// "tiny_llama": gtest names allow no '-').
+inline std::string model_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& ch : s) {
+    if (ch == '-') ch = '_';
+  }
+  return s;
+}
+
 inline std::string join_ids(const std::vector<int64_t>& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);

@@ -171,13 +171,7 @@ TEST_P(golden_lora_mixed, speculative_decoding_and_preemption) {
 }
 
 INSTANTIATE_TEST_SUITE_P(bases, golden_lora_mixed, ::testing::Values("tiny-llama", "tiny-qwen2"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return s;
-                         });
+                         model_param_name);
 
 }  // namespace
 }  // namespace troupe::testing

@@ -218,13 +218,7 @@ TEST_P(golden, batched_equals_alone) {
 INSTANTIATE_TEST_SUITE_P(models, golden,
                          ::testing::Values("tiny-llama", "tiny-llama-mha", "tiny-qwen2",
                                            "tiny-qwen3"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return s;
-                         });
+                         model_param_name);
 
 }  // namespace
 }  // namespace troupe::testing
