@@ -77,6 +77,17 @@ struct lora_batch {
   const int32_t* slot_starts = nullptr;
 };
 
+// The LoRA deltas of a product (ops::linear_lora, gated_linear,
+// qkv_linear_rope_cache): lora_add's arguments for `count` modules that
+// read the product's x and write its output side by side from column 0
+// (stacks[m]: module m; their widths sum to the product's rows).
+struct lora_delta {
+  const lora_stack* stacks = nullptr;
+  int count = 0;
+  lora_batch batch;
+  tensor scratch;  // lora_add's
+};
+
 // A lora_batch's host side: `sorted` gets the token indices grouped by slot
 // (a stable counting sort; -1 tokens last), `starts` the slots + 1 offsets.
 inline void sort_tokens_by_slot(const std::vector<int32_t>& token_slots, int32_t slots,
@@ -159,17 +170,23 @@ class ops {
                               const int32_t* slot_mapping, const kv_cache_layer& cache,
                               const tensor& q_out) = 0;
   // The fused projection and qkv_rope_cache in one op: qkv = x w^T (+ bias)
-  // (scratch for backends that take two steps; this default: linear, then
+  // (+ the q/k/v LoRA deltas when `lora` is given), (scratch for backends
+  // that take two steps; this default: linear or linear_lora, then
   // qkv_rope_cache), then as qkv_rope_cache. cuda runs decode batches
   // without q/k norms as one kernel (the product's epilogue rotates and
-  // stores).
+  // stores; with LoRA, after a shrink, the expand in the same product).
   virtual void qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
                                      const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
                                      int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
                                      float eps, const int32_t* positions,
                                      const rope_tables& tables, const int32_t* slot_mapping,
-                                     const kv_cache_layer& cache, const tensor& q_out) {
-    linear(x, w, bias, qkv);
+                                     const kv_cache_layer& cache, const tensor& q_out,
+                                     const lora_delta* lora) {
+    if (lora != nullptr) {
+      linear_lora(x, w, bias, *lora, qkv);
+    } else {
+      linear(x, w, bias, qkv);
+    }
     qkv_rope_cache(qkv, num_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, tables,
                    slot_mapping, cache, q_out);
   }
@@ -183,12 +200,18 @@ class ops {
   // gate_up is [n, 2 * d]: out = silu(gate_up[:, :d]) * gate_up[:, d:].
   virtual void silu_and_mul(const tensor& gate_up, const tensor& out) = 0;
   // The MLP's gated product: out = silu(x w[:d]^T) * (x w[d:]^T) for w
-  // [2d, in] (gate rows, then up rows), out [n, d]. gate_up [n, 2d] is
-  // scratch for backends that take two steps (this default: linear, then
-  // silu_and_mul; cuda fuses them for decode batches where that is faster).
+  // [2d, in] (gate rows, then up rows), out [n, d], the gate/up LoRA deltas
+  // added to the two products first when `lora` is given. gate_up [n, 2d]
+  // is scratch for backends that take two steps (this default: linear or
+  // linear_lora, then silu_and_mul; cuda fuses them for decode batches
+  // where that is faster).
   virtual void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
-                            const tensor& out) {
-    linear(x, w, nullptr, gate_up);
+                            const tensor& out, const lora_delta* lora) {
+    if (lora != nullptr) {
+      linear_lora(x, w, nullptr, *lora, gate_up);
+    } else {
+      linear(x, w, nullptr, gate_up);
+    }
     silu_and_mul(gate_up, out);
   }
   // LoRA (multi-adapter batches; Punica's shrink, then expand) for `count`
@@ -208,16 +231,16 @@ class ops {
   // adapter's weights once for all of its tokens.
   virtual void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                         const tensor& scratch, const tensor& out, int64_t col0) = 0;
-  // A product with LoRA deltas: out = x w^T (+ bias), then lora_add(x, lw,
-  // count, batch, scratch, out, 0) over all of out's columns (the modules'
-  // widths sum to w.rows). This default runs the two in that order; cuda
-  // may write the deltas first and accumulate the product onto them (no
-  // second pass over out).
+  // A product with LoRA deltas: out = x w^T (+ bias), then lora_add(x,
+  // lora.stacks, lora.count, lora.batch, lora.scratch, out, 0) over all of
+  // out's columns (the modules' widths sum to w.rows). This default runs
+  // the two in that order; cuda may write the deltas first and accumulate
+  // the product onto them (no second pass over out), or add them in the
+  // product's epilogue (decode).
   virtual void linear_lora(const tensor& x, const tensor& w, const tensor* bias,
-                           const lora_stack* lw, int count, const lora_batch& batch,
-                           const tensor& scratch, const tensor& out) {
+                           const lora_delta& lora, const tensor& out) {
     linear(x, w, bias, out);
-    lora_add(x, lw, count, batch, scratch, out, 0);
+    lora_add(x, lora.stacks, lora.count, lora.batch, lora.scratch, out, 0);
   }
   // lora_add's scratch columns (this default: u, count * rank).
   virtual int64_t lora_scratch_cols(int count, int64_t slots, int64_t rank) const {

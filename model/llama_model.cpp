@@ -1,6 +1,7 @@
 #include "model/llama_model.h"
 
 #include <cmath>
+#include <optional>
 
 #include "model/rope.h"
 
@@ -150,38 +151,33 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   const tensor* qkv_bias = config_.attention_bias ? &w.qkv_bias : nullptr;
   const tensor* q_norm = config_.qk_norm ? &w.q_norm : nullptr;
   const tensor* k_norm = config_.qk_norm ? &w.k_norm : nullptr;
-  if (lora) {  // the product with the q/k/v deltas, then the epilogue
-    linear_lora(layer, lora_target::q_proj, 3, normed, w.qkv_proj, qkv_bias, in, qkv);
-    ops_.qkv_rope_cache(qkv, config_.num_attention_heads, config_.num_key_value_heads,
-                        config_.head_dim, q_norm, k_norm, eps, in.positions, rope_,
-                        in.slot_mapping, cache, q);
-  } else {
-    ops_.qkv_linear_rope_cache(normed, w.qkv_proj, qkv_bias, qkv, config_.num_attention_heads,
-                               config_.num_key_value_heads, config_.head_dim, q_norm, k_norm, eps,
-                               in.positions, rope_, in.slot_mapping, cache, q);
-  }
+  // With LoRA, each product takes its modules' deltas before its epilogue.
+  std::optional<lora_delta> delta;
+  auto lora_for = [&](lora_target target, int count) {
+    return lora ? &delta.emplace(lora_of(layer, target, count, in)) : nullptr;
+  };
+  ops_.qkv_linear_rope_cache(normed, w.qkv_proj, qkv_bias, qkv, config_.num_attention_heads,
+                             config_.num_key_value_heads, config_.head_dim, q_norm, k_norm, eps,
+                             in.positions, rope_, in.slot_mapping, cache, q,
+                             lora_for(lora_target::q_proj, 3));
   const tensor attn = ws_.attn.row_slice(0, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,
                        config_.num_key_value_heads, config_.head_dim, scale, attn);
-  if (lora) {
-    linear_lora(layer, lora_target::o_proj, 1, attn, w.o_proj, nullptr, in, hidden);
-  } else {
-    ops_.linear(attn, w.o_proj, nullptr, hidden);
-  }
+  linear(attn, w.o_proj, hidden, lora_for(lora_target::o_proj, 1));
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
   const tensor gate_up = ws_.gate_up.row_slice(0, n);
   const tensor act = ws_.act.row_slice(0, n);
-  if (lora) {  // the product with the gate/up deltas, then SiLU-and-mul
-    linear_lora(layer, lora_target::gate_proj, 2, normed, w.gate_up_proj, nullptr, in, gate_up);
-    ops_.silu_and_mul(gate_up, act);
+  ops_.gated_linear(normed, w.gate_up_proj, gate_up, act, lora_for(lora_target::gate_proj, 2));
+  linear(act, w.down_proj, hidden, lora_for(lora_target::down_proj, 1));
+}
+
+void llama_model::linear(const tensor& x, const tensor& w, const tensor& out,
+                         const lora_delta* lora) {
+  if (lora != nullptr) {
+    ops_.linear_lora(x, w, nullptr, *lora, out);
   } else {
-    ops_.gated_linear(normed, w.gate_up_proj, gate_up, act);
-  }
-  if (lora) {
-    linear_lora(layer, lora_target::down_proj, 1, act, w.down_proj, nullptr, in, hidden);
-  } else {
-    ops_.linear(act, w.down_proj, nullptr, hidden);
+    ops_.linear(x, w, nullptr, out);
   }
 }
 

@@ -106,10 +106,11 @@ class llama_model {
   void allocate_workspace();
   void build_rope(int64_t max_position);
   void run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache);
-  // out = x w^T (+ bias) plus the layer's deltas of `count` consecutive
-  // lora_target values from `first` (side by side in out: ops::linear_lora).
-  void linear_lora(size_t layer, lora_target first, int count, const tensor& x, const tensor& w,
-                   const tensor* bias, const forward_inputs& in, const tensor& out);
+  // out = x w^T, plus the deltas when `lora` is given (ops::linear_lora).
+  void linear(const tensor& x, const tensor& w, const tensor& out, const lora_delta* lora);
+  // The layer's deltas of `count` consecutive lora_target values from
+  // `first` (side by side in the product's output: ops::lora_delta).
+  lora_delta lora_of(size_t layer, lora_target first, int count, const forward_inputs& in) const;
 
   model_config config_;
   ops& ops_;

@@ -4,8 +4,11 @@
 // zero-padded, modules an adapter leaves alone all zeros. The A stacks of
 // the modules that read the same input (q/k/v, gate/up) lie back to back,
 // so a backend can shrink them in one product. A forward adds each token's
-// delta with ops::lora_add, one call for the modules that read the same
-// input (q/k/v, gate/up; o; down), tokens of the base at slot -1. All
+// delta in the products (ops::lora_delta: linear_lora,
+// qkv_linear_rope_cache and gated_linear), one lora_delta for the modules
+// that read the same input (q/k/v, gate/up; o; down), tokens of the base
+// at slot -1, before the products' epilogues (RoPE and the KV write;
+// SiLU-and-mul). All
 // seven modules are always run, so that one captured graph serves every
 // mix of adapters.
 #include <algorithm>
@@ -80,12 +83,10 @@ void llama_model::fill_lora(int64_t slot, const lora_adapter* adapter) {
   }
 }
 
-void llama_model::linear_lora(size_t layer, lora_target first, int count, const tensor& x,
-                              const tensor& w, const tensor* bias, const forward_inputs& in,
-                              const tensor& out) {
-  const tensor scratch = ws_.lora_u.row_slice(0, in.num_tokens);
-  ops_.linear_lora(x, w, bias, &lora_[layer * num_lora_targets + static_cast<size_t>(first)], count,
-                   in.lora, scratch, out);
+lora_delta llama_model::lora_of(size_t layer, lora_target first, int count,
+                                const forward_inputs& in) const {
+  return {&lora_[layer * num_lora_targets + static_cast<size_t>(first)], count, in.lora,
+          ws_.lora_u.row_slice(0, in.num_tokens)};
 }
 
 }  // namespace troupe

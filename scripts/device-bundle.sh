@@ -15,7 +15,7 @@ mkdir -p "$out/bin" "$out/lib"
 bins=("$@")
 if ((${#bins[@]} == 0)); then
   bins=(build/troupe)
-  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test build/tests/kernels/cuda_gemv_test build/tests/kernels/cuda_lora_test \
+  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test build/tests/kernels/cuda_gemv_test build/tests/kernels/cuda_lora_test build/tests/kernels/cuda_lora_products_test \
            build/tests/kernels/cuda_sampling_test build/tests/kernels/cuda_attention_test build/benchmarks/attention_bench build/benchmarks/gemm_bench; do
     [[ -x $b ]] && bins+=("$b")
   done
@@ -35,6 +35,10 @@ done
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!build-device.tar.xz' || echo +dirty)" >"$out/COMMIT"
 # The checkout travels to the GPU host too (64 MiB in all): ship the bundle
 # compressed (OpenBLAS alone is 35 MB, 6 MB as xz). Carry build-device.tar.xz.
+# The tracked files are about 50 MiB, 28 of them the tokenizer fixtures
+# (tests/data/tokenizers), which no GPU script reads: with troupe and more
+# than one CUDA test binary (about 10 MB each as xz), move that folder aside
+# for the call and back after it.
 tar -cJf build-device.tar.xz "$out"
 du -sh "$out" build-device.tar.xz
 ls "$out/lib"

@@ -36,7 +36,8 @@ std::vector<flag_spec> serve_specs() {
       {"top-k", flag_kind::value, ""},           {"min-p", flag_kind::value, ""},
       {"presence-penalty", flag_kind::value, ""}, {"frequency-penalty", flag_kind::value, ""},
       {"repetition-penalty", flag_kind::value, ""}, {"timeout", flag_kind::value, "21600"},
-      {"disable-progress", flag_kind::boolean, ""}, {"disable-tqdm", flag_kind::boolean, ""}};
+      {"disable-progress", flag_kind::boolean, ""}, {"disable-tqdm", flag_kind::boolean, ""},
+      {"lora-modules", flag_kind::multi, ""}};
   for (flag_spec& d : dataset_flag_specs()) s.push_back(std::move(d));
   return s;
 }
@@ -44,6 +45,9 @@ std::vector<flag_spec> serve_specs() {
 struct serve_setup {
   http_endpoint ep;
   std::string endpoint, model;
+  // vLLM's --lora-modules: each request names one of these (drawn
+  // uniformly, seeded) instead of `model`.
+  std::vector<std::string> lora_modules;
   bool chat = false;
   header_list headers;
   std::unique_ptr<tokenizer> tok;
@@ -145,6 +149,7 @@ status read_target(const flag_values& f, serve_setup& s) {
   if (s.endpoint.empty() || s.endpoint.front() != '/') return make_error("--endpoint: expected a path like /v1/completions");
   s.chat = s.endpoint.find("chat/completions") != std::string::npos;
   s.model = f.get("model");
+  s.lora_modules = f.all("lora-modules");
   if (const char* key = std::getenv("OPENAI_API_KEY"); key != nullptr && *key != '\0') {
     s.headers.emplace_back("Authorization", std::string("Bearer ") + key);
   }
@@ -197,13 +202,13 @@ result<serve_setup> read_setup(const flag_values& f) {
   return s;
 }
 
-std::string request_body(const serve_setup& s, const sample_request& r) {
+std::string request_body(const serve_setup& s, const sample_request& r, const std::string& model) {
   const auto ours = [&](const std::string& key) {
     return std::find(s.extra_keys.begin(), s.extra_keys.end(), key) == s.extra_keys.end();
   };
   json_writer w;
   w.begin_object();
-  if (ours("model")) w.key("model").value(s.model);
+  if (ours("model")) w.key("model").value(model);
   if (s.chat) {
     if (ours("messages")) {
       w.key("messages").begin_array().begin_object();
@@ -269,12 +274,17 @@ std::optional<std::pair<double, double>> prefix_cache_counters(const serve_setup
   return std::make_pair(queries, hits);
 }
 
-std::vector<load_request> load_requests(const serve_setup& s, const std::vector<sample_request>& samples) {
+// `seed` draws the adapters of --lora-modules.
+std::vector<load_request> load_requests(const serve_setup& s, const std::vector<sample_request>& samples,
+                                        uint64_t seed) {
   std::vector<load_request> out;
   out.reserve(samples.size());
+  bench_rng pick(seed ^ 0x6c6f7261ULL);
+  const auto last = static_cast<int64_t>(s.lora_modules.size()) - 1;
   for (const sample_request& r : samples) {
+    const std::string& model = last < 0 ? s.model : s.lora_modules[static_cast<size_t>(pick.uniform_int(0, last))];
     out.push_back({std::make_shared<const std::string>(
-                       build_request(s.ep, "POST", s.endpoint, s.headers, request_body(s, r))),
+                       build_request(s.ep, "POST", s.endpoint, s.headers, request_body(s, r, model))),
                    r.prompt_len});
   }
   return out;
@@ -313,7 +323,7 @@ void warm_up(const serve_setup& s, const token_source& src) {
   opts.seed = s.data.seed + 1;
   auto samples = make_dataset(opts, src);
   if (!samples) return;
-  const std::vector<load_request> warm = load_requests(s, *samples);
+  const std::vector<load_request> warm = load_requests(s, *samples, opts.seed);
   load_options lo;
   lo.arrivals.assign(warm.size(), 0.0);
   lo.max_concurrency = s.max_concurrency;
@@ -345,7 +355,7 @@ int run_bench_serve(const std::vector<std::string>& args) {
     if (!m) return print_error(m.error_message()), 1;
     s.model = *m;
   }
-  const std::vector<load_request> requests = load_requests(s, *samples);
+  const std::vector<load_request> requests = load_requests(s, *samples, s.data.seed);
   raise_open_file_limit();
   warm_up(s, src);
   bench_rng arrival_rng(s.data.seed ^ 0x9e3779b97f4a7c15ULL);
@@ -355,8 +365,13 @@ int run_bench_serve(const std::vector<std::string>& args) {
   opts.timeout = std::chrono::seconds(s.timeout_s);
   opts.progress = !flags->get_bool("disable-progress") && !flags->get_bool("disable-tqdm");
   opts.label = "bench serve";
+  std::string models = s.model;
+  if (!s.lora_modules.empty()) {
+    models = "LoRA adapters drawn uniformly from";
+    for (const std::string& name : s.lora_modules) models += " " + name;
+  }
   std::fprintf(stderr, "bench: %zu requests to %s%s (model %s), request rate %g, burstiness %g, max concurrency %s\n",
-               requests.size(), s.ep.url().c_str(), s.endpoint.c_str(), s.model.c_str(), s.rate,
+               requests.size(), s.ep.url().c_str(), s.endpoint.c_str(), models.c_str(), s.rate,
                s.burstiness, s.max_concurrency > 0 ? std::to_string(s.max_concurrency).c_str() : "none");
   const auto cache_before = prefix_cache_counters(s);
   auto run = run_load(s.ep, requests, opts);

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -19,7 +18,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops_impl.h"
 #include "kernels/cuda/env_switch.h"
-#include "kernels/cuda/lora/sgmv.h"
 #include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/rope/rope.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -27,52 +25,6 @@
 namespace troupe {
 
 
-namespace {
-
-// Brackets one op with events when the profiler is on (see impl::op_span).
-class op_scope {
- public:
-  op_scope(cuda_ops::impl& m, const char* name, double bytes = 0) : m_(m) {
-    if (!m.profiling()) return;
-    active_ = true;
-    span_.name = name;
-    span_.bytes = bytes;
-    span_.begin = m.next_event();
-    span_.end = m.next_event();
-    span_.step = m.current_step;
-    TROUPE_CUDA_CHECK(cudaEventRecord(span_.begin, m.stream));
-  }
-  // For names composed per call (shapes): `name()` runs only when profiling,
-  // so the hot path builds no strings.
-  template <class F, class = decltype(std::declval<F>()())>
-  op_scope(cuda_ops::impl& m, F&& name, double bytes) : op_scope(m, "", bytes) {
-    if (active_) span_.name = name();
-  }
-  ~op_scope() {
-    if (!active_) return;
-    TROUPE_CUDA_CHECK(cudaEventRecord(span_.end, m_.stream));
-    m_.spans.push_back(std::move(span_));
-  }
-  // A product of x and w with `outputs` columns: "op MxK -> N" and the
-  // bytes it moves (weights, x, the output).
-  op_scope(cuda_ops::impl& m, const char* op, const tensor& x, const tensor& w, int64_t outputs)
-      : op_scope(
-            m,
-            [&] {
-              return std::string(op) + " " + std::to_string(x.rows) + "x" +
-                     std::to_string(w.cols) + " -> " + std::to_string(outputs);
-            },
-            static_cast<double>((w.numel() + x.numel() + outputs * x.rows) * dtype_size(w.type))) {}
-  op_scope(const op_scope&) = delete;
-  op_scope& operator=(const op_scope&) = delete;
-
- private:
-  cuda_ops::impl& m_;
-  bool active_ = false;
-  cuda_ops::impl::op_span span_{};
-};
-
-}  // namespace
 
 std::string cuda_ops::op_profile() const {
   const impl& m = *impl_;
@@ -536,14 +488,16 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
                                      int64_t head_dim, const tensor* q_norm,
                                      const tensor* k_norm, float eps, const int32_t* positions,
                                      const rope_tables& tables, const int32_t* slot_mapping,
-                                     const kv_cache_layer& cache, const tensor& q_out) {
+                                     const kv_cache_layer& cache, const tensor& q_out,
+                                     const lora_delta* lora) {
   TROUPE_CHECK(x.cols == w.cols && qkv.cols == w.rows && x.type == w.type);
   const tensor rows_out{qkv.data, qkv.type, x.rows, qkv.cols};
   // The GEMV variant with the epilogue where tuning (timed with the
   // epilogue) chose one; the separate steps where that is cuBLAS, with q/k
-  // norms, or when TROUPE_ROPE_FUSION is off.
+  // norms, with LoRA deltas (the product with them, then the epilogue), or
+  // when TROUPE_ROPE_FUSION is off.
   const rope_heads heads{num_heads, num_kv_heads, head_dim};
-  const int choice = impl_->rope_fusion_on && q_norm == nullptr && k_norm == nullptr &&
+  const int choice = impl_->rope_fusion_on && lora == nullptr && q_norm == nullptr && k_norm == nullptr &&
                              x.rows > 0 && qkv.type == w.type &&
                              cuda::gemv_rope_supported(element_of(w.type), x.rows, x.cols,
                                                        head_dim, x.data, w.data)
@@ -551,7 +505,7 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
                          : -1;
   if (choice < 0) {
     ops::qkv_linear_rope_cache(x, w, bias, qkv, num_heads, num_kv_heads, head_dim, q_norm, k_norm,
-                               eps, positions, tables, slot_mapping, cache, q_out);
+                               eps, positions, tables, slot_mapping, cache, q_out, lora);
     return;
   }
   check_qkv_rope_cache(qkv, x.rows, num_heads, num_kv_heads, head_dim, tables, cache, q_out);
@@ -609,156 +563,25 @@ void cuda_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
 }
 
 void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
-                            const tensor& out) {
+                            const tensor& out, const lora_delta* lora) {
   TROUPE_CHECK(x.cols == w.cols && w.rows % 2 == 0 && out.cols == w.rows / 2 &&
                out.rows >= x.rows && out.type == w.type && x.type == w.type);
   if (x.rows == 0) return;
-  const int choice = gemm_choice(x, w, out, /*gated=*/true);
+  // With LoRA deltas: the product with them, then SiLU-and-mul.
+  const int choice = lora != nullptr ? -1 : gemm_choice(x, w, out, /*gated=*/true);
   if (choice < 0) {
-    linear(x, w, nullptr, gate_up);
-    silu_and_mul(gate_up, tensor{out.data, out.type, x.rows, out.cols});
+    const tensor rows_out{gate_up.data, gate_up.type, x.rows, gate_up.cols};
+    if (lora != nullptr) {
+      linear_lora(x, w, nullptr, *lora, rows_out);
+    } else {
+      linear(x, w, nullptr, rows_out);
+    }
+    silu_and_mul(rows_out, tensor{out.data, out.type, x.rows, out.cols});
     return;
   }
   op_scope scope(*impl_, "gated_linear", x, w, out.cols);
   cuda::gemv_glu(element_of(w.type), choice, x.data, x.rows, w.data, out.cols, w.cols, out.data,
                  impl_->stream);
-}
-
-int64_t cuda_ops::lora_scratch_cols(int count, int64_t slots, int64_t rank) const {
-  // Where a module may run dense: u in float32 and u of the compute type
-  // (every slot's columns).
-  return slots * rank <= cuda::lora_dense_max_cols ? 2 * count * slots * rank : count * rank;
-}
-
-bool cuda_ops::lora_runs_dense(int64_t n, const lora_stack& w) const {
-  static const bool dense = cuda::env_switch("TROUPE_LORA_DENSE");
-  return dense && n > cuda::lora_few_tokens && w.slots * w.rank <= cuda::lora_dense_max_cols;
-}
-
-void cuda_ops::linear_lora(const tensor& x, const tensor& w, const tensor* bias,
-                           const lora_stack* lw, int count, const lora_batch& batch,
-                           const tensor& scratch, const tensor& out) {
-  // The deltas first where both run as cuBLAS products (the dense LoRA path
-  // and a base product cuBLAS computes, prefill chunks): the expand writes
-  // every column (beta 0), the product accumulates onto it (beta 1), so out
-  // is written, read and written once instead of also read and written
-  // again by a separate expand.
-  static const bool first = cuda::env_switch("TROUPE_LORA_DELTA_FIRST");
-  TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows && x.type == w.type);
-  if (first && x.rows > 0 && lora_runs_dense(x.rows, lw[0]) && gemm_choice(x, w, out) < 0) {
-    lora_apply(x, lw, count, batch, scratch, out, 0, /*accumulate=*/false);
-    {
-      op_scope scope(*impl_, "linear (onto the LoRA deltas)", x, w, w.rows);
-      gemm_cublas(x.type, out.type, x.data, x.cols, w.data, w.cols, out.data, out.cols, x.rows, w.rows,
-                  x.cols, 1.0f);
-    }
-    if (bias != nullptr) {
-      TROUPE_CHECK(bias->type == out.type);
-      cuda::add_bias(element_of(out.type), out.data, bias->data, x.rows, out.cols, impl_->stream);
-    }
-    return;
-  }
-  linear(x, w, bias, out);
-  lora_apply(x, lw, count, batch, scratch, out, 0, true);
-}
-
-void cuda_ops::lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
-                        const tensor& scratch, const tensor& out, int64_t col0) {
-  lora_apply(x, w, count, batch, scratch, out, col0, true);
-}
-
-void cuda_ops::lora_apply(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
-                          const tensor& scratch, const tensor& out, int64_t col0, bool accumulate) {
-  TROUPE_CHECK(count >= 1 && count <= cuda::lora_max_modules);
-  cuda::lora_args p;
-  p.type = element_of(x.type);
-  p.x = x.data;
-  p.n = x.rows;
-  p.in = x.cols;
-  p.slots = w[0].slots;
-  p.rank = w[0].rank;
-  p.count = count;
-  TROUPE_CHECK(p.slots > 0 && p.rank > 0 && p.rank <= cuda::lora_max_rank);
-  int64_t cols = 0;
-  double bytes = static_cast<double>(x.numel());
-  for (int m = 0; m < count; ++m) {
-    TROUPE_CHECK(w[m].slots == p.slots && w[m].rank == p.rank);
-    TROUPE_CHECK(x.type == w[m].a.type && x.type == w[m].b.type && x.type == out.type);
-    TROUPE_CHECK(x.cols == w[m].a.cols && w[m].a.rows == p.slots * p.rank);
-    TROUPE_CHECK(w[m].b.cols == p.slots * p.rank);
-    p.modules[m] = {w[m].a.data, w[m].b.data, w[m].b.rows};
-    cols += p.modules[m].out_cols;
-    bytes += static_cast<double>(w[m].a.numel() + w[m].b.numel());
-  }
-  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
-  TROUPE_CHECK(accumulate || (col0 == 0 && cols == out.cols));  // every column written
-  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows &&
-               scratch.cols >= lora_scratch_cols(count, p.slots, p.rank));
-  TROUPE_CHECK(batch.token_slots != nullptr && batch.sorted_tokens != nullptr &&
-               batch.slot_starts != nullptr);
-  if (x.rows == 0) return;
-  // Bytes (the profiler's): x, every slot's A and B at most, out's columns
-  // read and written.
-  bytes = (bytes + 2.0 * static_cast<double>(x.rows * cols)) * dtype_size(x.type);
-  if (lora_runs_dense(x.rows, w[0])) {
-    lora_add_dense(x, w, count, batch, scratch, out, col0, accumulate ? 1.0f : 0.0f);
-    return;
-  }
-  TROUPE_CHECK(accumulate);  // (writing the deltas alone: the dense path only)
-  p.sorted_tokens = batch.sorted_tokens;
-  p.slot_starts = batch.slot_starts;
-  p.u = scratch.f32();
-  p.u_stride = scratch.cols;
-  p.out = out.data;
-  p.out_stride = out.cols;
-  p.col0 = col0;
-  // Named by the kernels' regime (sgmv.h), for the profiler.
-  static_assert(cuda::lora_few_tokens == 16 && cuda::lora_mma_min_tokens == 1024, "the names below");
-  const char* name = x.rows <= cuda::lora_few_tokens       ? "lora_add (<= 16 tokens)"
-                     : x.rows < cuda::lora_mma_min_tokens ? "lora_add (17-1023 tokens)"
-                                                          : "lora_add (>= 1024 tokens)";
-  op_scope scope(*impl_, name, bytes);
-  cuda::lora_add(p, impl_->stream);
-}
-
-void cuda_ops::lora_add_dense(const tensor& x, const lora_stack* w, int count,
-                              const lora_batch& batch, const tensor& scratch, const tensor& out,
-                              int64_t col0, float beta) {
-  // Every slot's shrink for every token in float32 (one product when the
-  // modules' A stacks lie back to back, as llama_model allocates them);
-  // then u [n, count * slots * rank] of the compute type gets each token's
-  // own slot's sums and zeros elsewhere; then per module out = u_m b_m^T +
-  // beta out over all slots' columns (a token's own slot alone is nonzero).
-  // (Splitting the shrink's k into parts for steps of few tokens, cuBLAS
-  // batched over the parts, measured 1.3% slower end to end: docs/lora.md.)
-  const int64_t n = x.rows, k = x.cols, sr = w[0].slots * w[0].rank, ucols = count * sr;
-  const size_t esize = dtype_size(x.type);
-  float* u32 = scratch.f32();
-  char* u = reinterpret_cast<char*>(u32 + n * ucols);  // (scratch: 2 x ucols floats a row)
-  bool joined = true;
-  for (int m = 1; m < count; ++m) {
-    joined = joined && w[m].a.data == static_cast<const char*>(w[0].a.data) + m * sr * k * esize;
-  }
-  // Profiled by stage and regime (decode batches; prefill chunks).
-  const char* regime = n <= 256 ? "17-256 tokens" : n < 1024 ? "257-1023 tokens" : ">= 1024 tokens";
-  std::optional<op_scope> stage;
-  stage.emplace(*impl_, [regime] { return std::string("lora dense shrink (") + regime + ")"; }, 0);
-  for (int m = 0; m < (joined ? 1 : count); ++m) {
-    gemm_cublas(x.type, dtype::f32, x.data, k, w[m].a.data, k, u32 + m * sr, ucols, n,
-                joined ? ucols : sr, k, 0.0f);
-  }
-  stage.reset();
-  stage.emplace(*impl_, [regime] { return std::string("lora dense mask (") + regime + ")"; }, 0);
-  cuda::lora_mask_slots(element_of(x.type), u32, u, n, count, w[0].slots, w[0].rank,
-                        batch.token_slots, impl_->stream);
-  stage.reset();
-  stage.emplace(*impl_, [regime] { return std::string("lora dense expand (") + regime + ")"; }, 0);
-  int64_t col = col0;
-  for (int m = 0; m < count; ++m) {
-    gemm_cublas(x.type, x.type, u + m * sr * esize, ucols, w[m].b.data, sr,
-                static_cast<char*>(out.data) + col * esize, out.cols, n, w[m].b.rows, sr, beta);
-    col += w[m].b.rows;
-  }
 }
 
 void cuda_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n, const tensor& out) {

@@ -12,6 +12,10 @@
 
 #include "kernels/ops.h"
 
+namespace troupe::cuda {
+struct lora_args;  // kernels/cuda/lora/sgmv.h
+}  // namespace troupe::cuda
+
 namespace troupe {
 
 class cuda_ops final : public ops {
@@ -84,11 +88,10 @@ class cuda_ops final : public ops {
                        int64_t num_kv_heads, int64_t head_dim, float scale,
                        const tensor& out) override;
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
-  void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
-                    const tensor& out) override;
+  void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up, const tensor& out,
+                    const lora_delta* lora) override;
   int64_t lora_scratch_cols(int count, int64_t slots, int64_t rank) const override;
-  void linear_lora(const tensor& x, const tensor& w, const tensor* bias, const lora_stack* lw,
-                   int count, const lora_batch& batch, const tensor& scratch,
+  void linear_lora(const tensor& x, const tensor& w, const tensor* bias, const lora_delta& lora,
                    const tensor& out) override;
   void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                 const tensor& scratch, const tensor& out, int64_t col0) override;
@@ -97,7 +100,7 @@ class cuda_ops final : public ops {
                              int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
                              float eps, const int32_t* positions, const rope_tables& tables,
                              const int32_t* slot_mapping, const kv_cache_layer& cache,
-                             const tensor& q_out) override;
+                             const tensor& q_out, const lora_delta* lora) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;
   void copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
@@ -141,6 +144,11 @@ class cuda_ops final : public ops {
   // Whether n tokens over stacks like w run dense (kernels/cuda/lora/sgmv.h,
   // lora_dense_max_cols; TROUPE_LORA_DENSE=0: never).
   bool lora_runs_dense(int64_t n, const lora_stack& w) const;
+  // The arguments of the LoRA kernels for these stacks (checked), u in
+  // scratch, out from col0.
+  cuda::lora_args lora_args_of(const tensor& x, const lora_stack* w, int count,
+                               const lora_batch& batch, const tensor& scratch, const tensor& out,
+                               int64_t col0) const;
   // lora_apply's dense path: out = deltas + beta out.
   void lora_add_dense(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                       const tensor& scratch, const tensor& out, int64_t col0, float beta);

@@ -1,6 +1,7 @@
 // cuda_ops' private state and the helpers its source files share
 // (cuda_ops.cpp: memory, steps, sampling, the ops; cuda_gemm.cpp: the dense
-// products and their start-up tuning). Not for use outside cuda_ops.
+// products and their start-up tuning; cuda_lora.cpp: the LoRA deltas). Not
+// for use outside cuda_ops.
 #pragma once
 
 #include <cublas_v2.h>
@@ -12,6 +13,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/check.h"
@@ -271,6 +273,49 @@ struct cuda_ops::impl {
     TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
     s.used = offset + bytes;
   }
+};
+
+// Brackets one op with events when the profiler is on (see impl::op_span).
+class op_scope {
+ public:
+  op_scope(cuda_ops::impl& m, const char* name, double bytes = 0) : m_(m) {
+    if (!m.profiling()) return;
+    active_ = true;
+    span_.name = name;
+    span_.bytes = bytes;
+    span_.begin = m.next_event();
+    span_.end = m.next_event();
+    span_.step = m.current_step;
+    TROUPE_CUDA_CHECK(cudaEventRecord(span_.begin, m.stream));
+  }
+  // For names composed per call (shapes): `name()` runs only when profiling,
+  // so the hot path builds no strings.
+  template <class F, class = decltype(std::declval<F>()())>
+  op_scope(cuda_ops::impl& m, F&& name, double bytes) : op_scope(m, "", bytes) {
+    if (active_) span_.name = name();
+  }
+  ~op_scope() {
+    if (!active_) return;
+    TROUPE_CUDA_CHECK(cudaEventRecord(span_.end, m_.stream));
+    m_.spans.push_back(std::move(span_));
+  }
+  // A product of x and w with `outputs` columns: "op MxK -> N" and the
+  // bytes it moves (weights, x, the output).
+  op_scope(cuda_ops::impl& m, const char* op, const tensor& x, const tensor& w, int64_t outputs)
+      : op_scope(
+            m,
+            [&] {
+              return std::string(op) + " " + std::to_string(x.rows) + "x" +
+                     std::to_string(w.cols) + " -> " + std::to_string(outputs);
+            },
+            static_cast<double>((w.numel() + x.numel() + outputs * x.rows) * dtype_size(w.type))) {}
+  op_scope(const op_scope&) = delete;
+  op_scope& operator=(const op_scope&) = delete;
+
+ private:
+  cuda_ops::impl& m_;
+  bool active_ = false;
+  cuda_ops::impl::op_span span_{};
 };
 
 }  // namespace troupe

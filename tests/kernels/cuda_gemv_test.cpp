@@ -319,7 +319,7 @@ TEST_F(cuda_gemv, qkv_linear_rope_cache_is_tuned_with_its_epilogue) {
     const kv_cache_layer cache{poisoned(dtype::bf16, num_slots, kv_cols), poisoned(dtype::bf16, num_slots, kv_cols)};
     ops_->allow_tuning(true);
     ops_->qkv_linear_rope_cache(x, w, nullptr, qkv, q_heads, kv_heads, head_dim, nullptr, nullptr,
-                                0.0f, dpos, tables, dslots, cache, q);
+                                0.0f, dpos, tables, dslots, cache, q, nullptr);
     ops_->allow_tuning(false);
     ops_->synchronize();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
@@ -446,7 +446,7 @@ TEST_F(cuda_gemv, gated_linear_matches_the_reference) {
     const tensor out = poisoned(dtype::bf16, m + 1, d);
     ops_->allow_tuning(true);
     const tensor out_m{out.data, out.type, m, d};
-    ops_->gated_linear(x, w, gate_up, out_m);
+    ops_->gated_linear(x, w, gate_up, out_m, nullptr);
     ops_->allow_tuning(false);
     std::vector<float> got(out.rows * out.cols);
     ops_->synchronize();
@@ -486,7 +486,7 @@ TEST_F(cuda_gemv, consistent_rows_sum_every_row_count_alike) {
       const tensor out = poisoned(what == 1 ? dtype::f32 : dtype::bf16, m, cols);
       ops_->allow_tuning(tuned);
       if (what == 2) {
-        ops_->gated_linear(xm, wg, poisoned(dtype::bf16, m, 2 * d), out);
+        ops_->gated_linear(xm, wg, poisoned(dtype::bf16, m, 2 * d), out, nullptr);
       } else {
         ops_->linear(xm, w, nullptr, out);
       }

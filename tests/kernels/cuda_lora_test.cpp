@@ -19,8 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/device_info.h"
+#include "tests/kernels/cuda_lora_fixture.h"
 
 namespace troupe {
 namespace {
@@ -30,26 +29,9 @@ struct shape {
   std::vector<int64_t> outs;  // each module's out_cols
 };
 
-class cuda_lora : public ::testing::Test {
+class cuda_lora : public cuda_lora_fixture {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    ops_ = std::make_unique<cuda_ops>(0, 512);
-  }
-  tensor random_tensor(dtype type, int64_t rows, int64_t cols, float scale, std::vector<float>& host) {
-    std::uniform_real_distribution<float> d(-scale, scale);
-    host.resize(static_cast<size_t>(rows * cols));
-    for (float& v : host) v = d(rng_);
-    tensor t = ops_->alloc(type, rows, cols);
-    ops_->upload(host.data(), t);
-    ops_->download(t, host.data());  // as the device holds them
-    return t;
-  }
-  int32_t* ints(const std::vector<int32_t>& v) {
-    int32_t* p = ops_->alloc_ints(static_cast<int64_t>(v.size()));
-    ops_->upload_ints(v.data(), p, static_cast<int64_t>(v.size()));
-    return p;
-  }
+  cuda_lora() : cuda_lora_fixture(512, 2026) {}
   std::vector<int32_t> draw_slots(int64_t n, int64_t slots) {
     std::vector<int32_t> v(static_cast<size_t>(n));
     std::uniform_int_distribution<int32_t> d(-1, static_cast<int32_t>(slots) - 1);
@@ -141,8 +123,6 @@ class cuda_lora : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<cuda_ops> ops_;
-  std::mt19937 rng_{2026};
 };
 
 TEST_F(cuda_lora, matches_the_reference) {
@@ -204,7 +184,7 @@ TEST_F(cuda_lora, linear_lora_matches_linear_then_lora_add) {
       ops_->download(apart, base.data());  // the product alone: its magnitude
       ops_->linear(x, w, &bias, apart);
       ops_->lora_add(x, st, 3, batch, scratch, apart, 0);
-      ops_->linear_lora(x, w, &bias, st, 3, batch, scratch, fused);
+      ops_->linear_lora(x, w, &bias, lora_delta{st, 3, batch, scratch}, fused);
       ops_->download(apart, want.data());
       ops_->download(fused, got.data());
       const double round = type == dtype::f32 ? 1e-5 : 1.0 / 64;

@@ -165,6 +165,24 @@ TEST_F(bench_serve, unknown_model_counts_404s) {
   EXPECT_EQ(int64_t(d["failed_reasons"]["HTTP 404: The model `no-such-model` does not exist."]), 4);
 }
 
+// --lora-modules (vLLM's): each request names an adapter drawn from the
+// list (seeded) instead of --model; names this server does not serve are
+// 404s counted under each name.
+TEST_F(bench_serve, lora_modules_spread_the_requests_over_the_names) {
+  ASSERT_NE(server_->port(), 0) << server_->log();
+  const run_result r = bench({"--lora-modules", "no-a", "no-b", "--num-prompts", "12", "--input-len", "8",
+                              "--output-len", "2", "--num-warmups", "0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("LoRA adapters drawn uniformly from no-a no-b"), std::string::npos) << r.err;
+  const simdjson::dom::element d = json();
+  int64_t a = 0, b = 0;
+  EXPECT_FALSE(d["failed_reasons"]["HTTP 404: The model `no-a` does not exist."].get(a));
+  EXPECT_FALSE(d["failed_reasons"]["HTTP 404: The model `no-b` does not exist."].get(b));
+  EXPECT_GT(a, 0);
+  EXPECT_GT(b, 0);
+  EXPECT_EQ(a + b, 12);
+}
+
 TEST(bench_serve_errors, usage_and_unreachable_server) {
   EXPECT_EQ(run_troupe({"bench", "serve", "--num-promts", "3"}).exit_code, 2);
   const run_result typo = run_troupe({"bench", "serve", "--num-promts", "3"});
