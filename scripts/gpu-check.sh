@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU host: every GPU test and benchmark of the bundle, then one
 # summary table (the benchmarks' own tables after it):
-#   - the CUDA kernel tests (and compute-sanitizer memcheck on each;
-#     SANITIZER=0 skips it),
+#   - the CUDA kernel tests and the NCCL communicator's (on every visible
+#     GPU, up to 4: the multi-GPU runs use this too), with
+#     compute-sanitizer memcheck on each (SANITIZER=0 skips it),
 #   - the fixture goldens through `troupe generate` in float32 and bfloat16
 #     (scripts/gpu_golden.py),
 #   - the GPU deployment example served end to end (scripts/gpu-serve-check.sh),
@@ -21,7 +22,8 @@ export TROUPE_TEST_DATA=$PWD/tests/data
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -a rows
-for t in build-device/bin/cuda_*_test; do
+for t in build-device/bin/cuda_*_test build-device/bin/nccl_*_test; do
+  [[ -x $t ]] || continue
   name=$(basename "$t")
   if "$t" --gtest_brief=1 >"$out/$name.log" 2>&1; then status=pass; else status=FAIL; fi
   summary=$(grep -E '^\[  (PASSED|FAILED)' "$out/$name.log" | tr '\n' ' ')

@@ -1,0 +1,122 @@
+#include "parallel/nccl_communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/check.h"
+
+namespace troupe {
+
+namespace {
+
+ncclDataType_t nccl_type(dtype t) {
+  switch (t) {
+    case dtype::f32: return ncclFloat32;
+    case dtype::bf16: return ncclBfloat16;
+    case dtype::f16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+size_t bytes_of(const tensor& x) { return static_cast<size_t>(x.numel()) * dtype_size(x.type); }
+
+}  // namespace
+
+result<std::string> nccl_unique_id() {
+  ncclUniqueId id;
+  if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+    return make_error(std::string("ncclGetUniqueId: ") + ncclGetErrorString(r));
+  }
+  return std::string(id.internal, sizeof id.internal);
+}
+
+result<std::unique_ptr<nccl_communicator>> nccl_communicator::create(const std::string& id, int rank,
+                                                                     int size, cudaStream_t stream) {
+  ncclUniqueId uid;
+  if (id.size() != sizeof uid.internal) {
+    return make_error("NCCL group id: " + std::to_string(id.size()) + " bytes, expected " +
+                      std::to_string(sizeof uid.internal));
+  }
+  if (size < 1 || rank < 0 || rank >= size) {
+    return make_error("NCCL group: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  std::memcpy(uid.internal, id.data(), sizeof uid.internal);
+  ncclComm_t comm = nullptr;
+  if (const ncclResult_t r = ncclCommInitRank(&comm, size, uid, rank); r != ncclSuccess) {
+    return make_error("ncclCommInitRank (rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                      "): " + ncclGetErrorString(r) + ": " + ncclGetLastError(nullptr));
+  }
+  return std::unique_ptr<nccl_communicator>(new nccl_communicator(comm, rank, size, stream));
+}
+
+nccl_communicator::~nccl_communicator() {
+  if (gather_ != nullptr) cudaFree(gather_);
+  if (aborted_) return;  // ncclCommAbort freed it
+  ncclCommDestroy(comm_);
+}
+
+void nccl_communicator::check_open() const {
+  if (aborted_) throw communicator_aborted("communicator aborted: " + reason_);
+}
+
+void nccl_communicator::check(ncclResult_t r, const char* op) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  abort(std::string(op) + " on rank " + std::to_string(rank_) + ": " + ncclGetErrorString(r) + ": " +
+        ncclGetLastError(comm_));
+  check_open();
+}
+
+void nccl_communicator::all_reduce_sum(const tensor& x) {
+  check_open();
+  check(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.type), ncclSum, comm_,
+                      stream_),
+        "all_reduce_sum");
+}
+
+void nccl_communicator::reserve_gather(size_t bytes) {
+  const size_t need = bytes * static_cast<size_t>(size_);
+  if (need <= gather_bytes_) return;
+  if (gather_ != nullptr) {
+    TROUPE_CHECK(cudaStreamSynchronize(stream_) == cudaSuccess);
+    cudaFree(gather_);
+  }
+  TROUPE_CHECK_MSG(cudaMalloc(&gather_, need) == cudaSuccess, "nccl_communicator: cudaMalloc of the gather buffer");
+  gather_bytes_ = need;
+}
+
+void nccl_communicator::all_gather_cols(const tensor& x, const tensor& out) {
+  check_open();
+  TROUPE_CHECK(x.type == out.type && out.rows >= x.rows && out.cols == size_ * x.cols);
+  const size_t esize = dtype_size(x.type), part = bytes_of(x);
+  reserve_gather(part);
+  check(ncclAllGather(x.data, gather_, static_cast<size_t>(x.numel()), nccl_type(x.type), comm_, stream_),
+        "all_gather_cols");
+  // Rank r's [rows, cols] block to columns r * cols of out.
+  for (int r = 0; r < size_; ++r) {
+    TROUPE_CHECK(cudaMemcpy2DAsync(static_cast<char*>(out.data) + r * x.cols * esize, out.cols * esize,
+                                   static_cast<char*>(gather_) + r * part, x.cols * esize,
+                                   x.cols * esize, x.rows, cudaMemcpyDeviceToDevice, stream_) == cudaSuccess);
+  }
+}
+
+void nccl_communicator::send(const tensor& x, int peer) {
+  check_open();
+  TROUPE_CHECK(peer >= 0 && peer < size_ && peer != rank_);
+  check(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.type), peer, comm_, stream_), "send");
+}
+
+void nccl_communicator::recv(const tensor& x, int peer) {
+  check_open();
+  TROUPE_CHECK(peer >= 0 && peer < size_ && peer != rank_);
+  check(ncclRecv(x.data, static_cast<size_t>(x.numel()), nccl_type(x.type), peer, comm_, stream_), "recv");
+}
+
+void nccl_communicator::abort(const std::string& reason) {
+  if (aborted_) return;
+  aborted_ = true;
+  reason_ = reason;
+  ncclCommAbort(comm_);
+}
+
+}  // namespace troupe
