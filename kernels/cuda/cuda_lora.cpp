@@ -23,43 +23,6 @@ bool cuda_ops::lora_runs_dense(int64_t n, const lora_stack& w) const {
   return dense && n > cuda::lora_few_tokens && w.slots * w.rank <= cuda::lora_dense_max_cols;
 }
 
-cuda::lora_args cuda_ops::lora_args_of(const tensor& x, const lora_stack* w, int count,
-                                       const lora_batch& batch, const tensor& scratch,
-                                       const tensor& out, int64_t col0) const {
-  TROUPE_CHECK(count >= 1 && count <= cuda::lora_max_modules);
-  cuda::lora_args p;
-  p.type = element_of(x.type);
-  p.x = x.data;
-  p.n = x.rows;
-  p.in = x.cols;
-  p.slots = w[0].slots;
-  p.rank = w[0].rank;
-  p.count = count;
-  TROUPE_CHECK(p.slots > 0 && p.rank > 0 && p.rank <= cuda::lora_max_rank);
-  int64_t cols = 0;
-  for (int m = 0; m < count; ++m) {
-    TROUPE_CHECK(w[m].slots == p.slots && w[m].rank == p.rank);
-    TROUPE_CHECK(x.type == w[m].a.type && x.type == w[m].b.type && x.type == out.type);
-    TROUPE_CHECK(x.cols == w[m].a.cols && w[m].a.rows == p.slots * p.rank);
-    TROUPE_CHECK(w[m].b.cols == p.slots * p.rank);
-    p.modules[m] = {w[m].a.data, w[m].b.data, w[m].b.rows};
-    cols += p.modules[m].out_cols;
-  }
-  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
-  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows &&
-               scratch.cols >= lora_scratch_cols(count, p.slots, p.rank));
-  TROUPE_CHECK(batch.token_slots != nullptr && batch.sorted_tokens != nullptr &&
-               batch.slot_starts != nullptr);
-  p.sorted_tokens = batch.sorted_tokens;
-  p.slot_starts = batch.slot_starts;
-  p.u = scratch.f32();
-  p.u_stride = scratch.cols;
-  p.out = out.data;
-  p.out_stride = out.cols;
-  p.col0 = col0;
-  return p;
-}
-
 void cuda_ops::linear_lora(const tensor& x, const tensor& w, const tensor* bias,
                            const lora_delta& lora, const tensor& out) {
   TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows && x.type == w.type);
@@ -94,14 +57,33 @@ void cuda_ops::lora_add(const tensor& x, const lora_stack* w, int count, const l
 
 void cuda_ops::lora_apply(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                           const tensor& scratch, const tensor& out, int64_t col0, bool accumulate) {
-  const cuda::lora_args p = lora_args_of(x, w, count, batch, scratch, out, col0);
+  TROUPE_CHECK(count >= 1 && count <= cuda::lora_max_modules);
+  cuda::lora_args p;
+  p.type = element_of(x.type);
+  p.x = x.data;
+  p.n = x.rows;
+  p.in = x.cols;
+  p.slots = w[0].slots;
+  p.rank = w[0].rank;
+  p.count = count;
+  TROUPE_CHECK(p.slots > 0 && p.rank > 0 && p.rank <= cuda::lora_max_rank);
   int64_t cols = 0;
   double bytes = static_cast<double>(x.numel());
   for (int m = 0; m < count; ++m) {
+    TROUPE_CHECK(w[m].slots == p.slots && w[m].rank == p.rank);
+    TROUPE_CHECK(x.type == w[m].a.type && x.type == w[m].b.type && x.type == out.type);
+    TROUPE_CHECK(x.cols == w[m].a.cols && w[m].a.rows == p.slots * p.rank);
+    TROUPE_CHECK(w[m].b.cols == p.slots * p.rank);
+    p.modules[m] = {w[m].a.data, w[m].b.data, w[m].b.rows};
     cols += p.modules[m].out_cols;
     bytes += static_cast<double>(w[m].a.numel() + w[m].b.numel());
   }
+  TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
   TROUPE_CHECK(accumulate || (col0 == 0 && cols == out.cols));  // every column written
+  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows &&
+               scratch.cols >= lora_scratch_cols(count, p.slots, p.rank));
+  TROUPE_CHECK(batch.token_slots != nullptr && batch.sorted_tokens != nullptr &&
+               batch.slot_starts != nullptr);
   if (x.rows == 0) return;
   // Bytes (the profiler's): x, every slot's A and B at most, out's columns
   // read and written.
@@ -111,6 +93,13 @@ void cuda_ops::lora_apply(const tensor& x, const lora_stack* w, int count, const
     return;
   }
   TROUPE_CHECK(accumulate);  // (writing the deltas alone: the dense path only)
+  p.sorted_tokens = batch.sorted_tokens;
+  p.slot_starts = batch.slot_starts;
+  p.u = scratch.f32();
+  p.u_stride = scratch.cols;
+  p.out = out.data;
+  p.out_stride = out.cols;
+  p.col0 = col0;
   // Named by the kernels' regime (sgmv.h), for the profiler.
   static_assert(cuda::lora_few_tokens == 16 && cuda::lora_mma_min_tokens == 1024, "the names below");
   const char* name = x.rows <= cuda::lora_few_tokens       ? "lora_add (<= 16 tokens)"

@@ -12,10 +12,6 @@
 
 #include "kernels/ops.h"
 
-namespace troupe::cuda {
-struct lora_args;  // kernels/cuda/lora/sgmv.h
-}  // namespace troupe::cuda
-
 namespace troupe {
 
 class cuda_ops final : public ops {
@@ -144,11 +140,6 @@ class cuda_ops final : public ops {
   // Whether n tokens over stacks like w run dense (kernels/cuda/lora/sgmv.h,
   // lora_dense_max_cols; TROUPE_LORA_DENSE=0: never).
   bool lora_runs_dense(int64_t n, const lora_stack& w) const;
-  // The arguments of the LoRA kernels for these stacks (checked), u in
-  // scratch, out from col0.
-  cuda::lora_args lora_args_of(const tensor& x, const lora_stack* w, int count,
-                               const lora_batch& batch, const tensor& scratch, const tensor& out,
-                               int64_t col0) const;
   // lora_apply's dense path: out = deltas + beta out.
   void lora_add_dense(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                       const tensor& scratch, const tensor& out, int64_t col0, float beta);
