@@ -13,10 +13,11 @@
 #include "actors/drafter/drafter_actor.h"
 #include "actors/request/request_actor.h"
 #include "actors/scheduler/scheduler_actor.h"
+#include "actors/worker/load_runners.h"
 #include "actors/worker/worker_actor.h"
 #include "config/logging.h"
 #include "config/speculative_config.h"
-#include "kernels/cpu/cpu_ops.h"
+#include "model/tp_layout.h"
 #ifdef TROUPE_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_info.h"
@@ -35,168 +36,6 @@ class actor_config : public caf::actor_system_config {
     set("logger.verbosity", caf::atom("quiet"));
   }
 };
-
-int visible_cuda_devices() {
-#ifdef TROUPE_HAVE_CUDA
-  return cuda_device_count();
-#else
-  return 0;
-#endif
-}
-
-// cuda when asked, or (auto) when a device is visible in a CUDA build.
-bool wants_cuda(const engine_config& config) {
-  return config.backend == "cuda" || (config.backend == "auto" && visible_cuda_devices() > 0);
-}
-
-// The compute type on the cuda backend: as asked, else (auto) the
-// checkpoint's half type, as vLLM on GPUs.
-dtype cuda_compute_type(const engine_config& config, const model_config& model) {
-  if (config.dtype == "float32") return dtype::f32;
-  if (config.dtype == "bfloat16") return dtype::bf16;
-  if (config.dtype == "float16") return dtype::f16;
-  return model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;
-}
-
-// The backend the config asks for (wants_cuda) and the compute type.
-result<std::unique_ptr<ops>> make_backend(const engine_config& config, const model_config& model,
-                                          const engine_limits& limits, dtype& type) {
-  const int devices = visible_cuda_devices();
-  const bool cuda = wants_cuda(config);
-  if (!cuda) {
-    if (config.dtype == "bfloat16" || config.dtype == "float16") {
-      return make_error("dtype '" + config.dtype + "' needs the cuda backend, and no CUDA device "
-                        "is visible (the cpu backend computes in float32)");
-    }
-    type = dtype::f32;
-    return std::unique_ptr<ops>(std::make_unique<cpu_ops>());
-  }
-  if (devices == 0) return make_error("backend cuda: no CUDA device is visible");
-  type = cuda_compute_type(config, model);
-#ifdef TROUPE_HAVE_CUDA
-  auto backend = std::make_unique<cuda_ops>(0, limits.max_num_batched_tokens);
-  runner_limits step_limits;
-  step_limits.max_num_batched_tokens = limits.max_num_batched_tokens;
-  step_limits.max_num_seqs = limits.max_num_seqs;
-  step_limits.max_model_len = limits.max_model_len;
-  step_limits.num_speculative_tokens = limits.num_speculative_tokens;
-  // A step's attention sequences: its sequences, or a verify step's tokens
-  // (speculative decoding), each sampled once.
-  const int64_t attention_seqs = model_runner::max_attention_seqs(step_limits);
-  // Decode attention's split-KV partials: reserved before any forward pass.
-  backend->reserve_attention_workspace(attention_seqs, model.num_attention_heads, model.head_dim);
-  // The sampler's buffers at their steady-state sizes, so that growing one
-  // (which waits for the stream) never happens in the middle of serving.
-  backend->reserve_sampling(model_runner::logits_chunk_rows, attention_seqs, model.vocab_size);
-  // The pinned staging of a step's inputs, at the largest step's size (plus
-  // the sampler's parameters), so that no page-locked allocation (an
-  // implicit synchronisation) happens while serving.
-  step_limits.block_size = limits.block_size;
-  backend->reserve_staging(model_runner::input_bytes(step_limits) + (size_t{1} << 20));
-  return std::unique_ptr<ops>(std::move(backend));
-#else
-  (void)limits;
-  return make_error("backend cuda: this build has no CUDA backend");
-#endif
-}
-
-result<std::unique_ptr<model_runner>> load_runner(const engine_config& config,
-                                                  const model_config& model,
-                                                  engine_limits& limits) {
-  auto log = get_logger("model");
-  dtype type = dtype::f32;
-  auto made = make_backend(config, model, limits, type);
-  if (!made) return std::move(made).take_error();
-  std::unique_ptr<ops> backend = std::move(made.value());
-  log->info("backend {} ({})", backend->kind() == backend_kind::cuda ? "cuda" : "cpu",
-            dtype_name(type));
-  std::unique_ptr<checkpoint> ckpt;
-  weight_source source;
-  source.dummy_seed = config.seed;
-  source.compute_type = type;
-  if (config.load_format != "dummy") {
-    auto opened = checkpoint::open(config.model);
-    if (!opened) return std::move(opened).take_error();
-    ckpt = std::make_unique<checkpoint>(std::move(opened.value()));
-    source.ckpt = ckpt.get();
-  }
-  const auto start = std::chrono::steady_clock::now();
-  int64_t last_percent = -1;
-  auto progress = [&](int64_t done, int64_t total) {
-    const int64_t percent = done * 100 / total;
-    if (percent / 25 != last_percent / 25 || done == total) {
-      log->info("loading weights: {}/{} tensors ({}%)", done, total, percent);
-      last_percent = percent;
-    }
-  };
-  [[maybe_unused]] int64_t free_before = 0, total = 0;
-#ifdef TROUPE_HAVE_CUDA
-  if (backend->kind() == backend_kind::cuda) cuda::memory_info(free_before, total);
-#endif
-  auto created = llama_model::create(model, *backend, source, limits.max_num_batched_tokens,
-                                     limits.max_model_len, progress);
-  if (!created) return std::move(created).take_error();
-  // LoRA slots are allocated with the weights (the memory plan counts them).
-  if (limits.max_loras > 0) created.value()->enable_lora(limits.max_loras, config.max_lora_rank);
-  log->info("weights {} in {:.2f} s ({})", source.ckpt ? "loaded" : "generated (dummy)",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-            model.architecture);
-#ifdef TROUPE_HAVE_CUDA
-  if (backend->kind() == backend_kind::cuda && limits.num_blocks == 0) {
-    gpu_memory_state m;
-    if (!cuda::memory_info(m.free, m.total)) return make_error("backend cuda: cudaMemGetInfo failed");
-    m.weights = free_before - m.free;
-    runner_limits planned;
-    planned.max_num_batched_tokens = limits.max_num_batched_tokens;
-    planned.max_num_seqs = limits.max_num_seqs;
-    planned.max_model_len = limits.max_model_len;
-    planned.block_size = limits.block_size;
-    planned.num_speculative_tokens = limits.num_speculative_tokens;
-    planned.max_loras = limits.max_loras;
-    // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
-    // graphs and the start-up tuning's scratch (the sampler's buffers are
-    // reserved before free_before: already counted).
-    m.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20);
-    auto blocks = plan_gpu_kv_blocks(m, config.gpu_memory_utilization, limits.kv_bytes_per_block,
-                                     limits.block_size, limits.max_model_len);
-    if (!blocks) return std::move(blocks).take_error();
-    limits.num_blocks = *blocks + 1;
-    get_logger("kv")->info(
-        "memory plan: {:.2f} GiB x gpu_memory_utilization {} = {:.2f} GiB; weights and "
-        "workspaces {:.2f} GiB, in use before them {:.2f} GiB, reserved {:.2f} GiB; KV cache "
-        "{:.2f} GiB",
-        double(m.total) / gib, config.gpu_memory_utilization,
-        double(m.total) * config.gpu_memory_utilization / gib, double(m.weights) / gib,
-        double(m.total - m.free - m.weights) / gib, double(m.reserved) / gib,
-        double(*blocks * limits.kv_bytes_per_block) / gib);
-  }
-#endif
-  runner_limits rl;
-  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
-  rl.max_num_seqs = limits.max_num_seqs;
-  rl.max_model_len = limits.max_model_len;
-  rl.block_size = limits.block_size;
-  rl.num_blocks = limits.num_blocks;
-  rl.num_cpu_blocks = limits.num_cpu_blocks;
-  rl.num_speculative_tokens = limits.num_speculative_tokens;
-  rl.max_loras = limits.max_loras;
-  auto runner = std::make_unique<model_runner>(std::move(backend), std::move(created.value()), rl);
-  if (!config.enforce_eager) {
-    const auto capture_start = std::chrono::steady_clock::now();
-    if (const int64_t n = runner->capture_graphs(); n > 0) {
-      log->info("captured {} CUDA graphs for decode batches of {}..{} sequences in {:.2f} s", n,
-                runner->graph_sizes().front(), runner->graph_sizes().back(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_start).count());
-      // The summary at info, each shape's timings at debug.
-      if (const std::string tuned = runner->tuning_report(); !tuned.empty()) {
-        const size_t eol = tuned.find('\n');
-        log->info("{}", tuned.substr(0, eol));
-        if (eol != std::string::npos) log->debug("{}", tuned.substr(eol + 1));
-      }
-    }
-  }
-  return runner;
-}
 
 }  // namespace
 
@@ -232,8 +71,15 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.max_waiting_seqs = config.max_waiting_seqs.value_or(std::max(4 * l.max_num_seqs, l.max_n));
   const int64_t element_bytes =
       cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
-  l.kv_bytes_per_block = 2 * model.num_hidden_layers * config.block_size *
-                         model.num_key_value_heads * model.head_dim * element_bytes;
+  // A rank's KV heads (tensor parallelism: its share, or one replicated).
+  int64_t kv_heads = model.num_key_value_heads;
+  if (config.tensor_parallel_size > 1) {
+    auto layout = make_tp_layout(model, static_cast<int>(config.tensor_parallel_size), 0);
+    if (!layout) return std::move(layout).take_error();
+    kv_heads = layout->kv_heads;
+  }
+  l.kv_bytes_per_block =
+      2 * model.num_hidden_layers * config.block_size * kv_heads * model.head_dim * element_bytes;
   const int64_t blocks_per_seq = (l.max_model_len + l.block_size - 1) / l.block_size;
   l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
   if (config.num_gpu_blocks_override) {
@@ -293,6 +139,7 @@ struct engine::impl {
   actor_config cfg;
   std::unique_ptr<caf::actor_system> system;
   caf::actor scheduler, block_manager, worker;
+  std::vector<caf::actor> ranks;  // with tensor parallelism: each rank's worker (`worker` their group)
   std::atomic<request_id> next_id{1};
   std::mutex mutex;
   std::unordered_map<request_id, caf::actor> live;  // request actors, cut off at shutdown
@@ -350,8 +197,8 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                             config.max_num_batched_tokens
                                 ? ""
                                 : (config.offline ? " (default, offline)" : " (default)"));
-  auto runner = load_runner(config, *model, *limits);
-  if (!runner) return std::move(runner).take_error();
+  auto runners = load_runners(config, *model, *limits);
+  if (!runners) return std::move(runners).take_error();
   // The KV cache is sized now (on cuda by the memory plan).
   limits->max_waiting_tokens = config.max_waiting_tokens.value_or(
       std::max(limits->max_model_len, 4 * (limits->num_blocks - 1) * limits->block_size));
@@ -361,7 +208,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
       limits->num_blocks - 1, limits->block_size, (limits->num_blocks - 1) * limits->block_size,
       double(limits->num_blocks * limits->kv_bytes_per_block) / gib, limits->max_model_len,
       double((limits->num_blocks - 1) * limits->block_size) / double(limits->max_model_len));
-  runner.value()->set_lora_registry(loras);
+  for (auto& runner : runners.value()) runner->set_lora_registry(loras);
   auto p = std::make_unique<impl>();
   p->loras = loras;
   p->model = *model;
@@ -373,14 +220,18 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                               "and outputs carry no text", config.model);
   }
   p->system = std::make_unique<caf::actor_system>(p->cfg);
-  std::shared_ptr<model_runner> shared_runner = std::move(runner.value());
   // Async scheduling needs the backend to sample where the logits are (so
   // that a step's tokens can feed the next step before the host sees them)
   // and to launch asynchronously (cuda).
-  const bool overlap = config.async_scheduling && shared_runner->can_overlap();
+  const bool overlap = config.async_scheduling && runners.value()[0]->can_overlap();
   get_logger("engine")->info("async scheduling: {}", overlap ? "on (steps overlap)"
                                                            : "off (lockstep steps)");
-  p->worker = p->system->spawn<caf::detached>(worker_actor, shared_runner, overlap);
+  for (auto& runner : runners.value()) {
+    p->ranks.push_back(p->system->spawn<caf::detached>(
+        worker_actor, std::shared_ptr<model_runner>(std::move(runner)), overlap));
+  }
+  p->worker = p->ranks.size() == 1 ? p->ranks[0]
+                                   : p->system->spawn(worker_group_actor, p->ranks);
   p->block_manager = p->system->spawn(block_manager_actor, limits->num_blocks,
                                      limits->block_size, config.enable_prefix_caching,
                                      limits->num_cpu_blocks);
@@ -460,6 +311,9 @@ engine::~engine() {
   caf::anon_send_exit(impl_->scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->block_manager, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+  for (const caf::actor& rank : impl_->ranks) {
+    caf::anon_send_exit(rank, caf::exit_reason::user_shutdown);
+  }
   impl_->system->await_all_actors_done();
 }
 

@@ -121,18 +121,13 @@ void check_scheduler_section(const engine_config& c, const model_config* model,
   if (c.max_waiting_tokens) check_at_least_one("max_waiting_tokens", *c.max_waiting_tokens, out);
 }
 
-void check_execution_section(const engine_config& c, const model_config* model,
-                             problem_list& out) {
+void check_execution_section(const engine_config& c, problem_list& out) {
+  // Any T runs (heads that T does not divide are padded: model/tp_layout.h).
   const int64_t tp = c.tensor_parallel_size;
-  if (check_at_least_one("tensor_parallel_size", tp, out)) {
-    if (model && model->num_attention_heads > 0 && model->num_attention_heads % tp != 0) {
-      out.push_back("tensor_parallel_size: " + std::to_string(tp) +
-                    " does not divide num_attention_heads " +
-                    std::to_string(model->num_attention_heads));
-    }
-    if (tp > 1) {
-      out.push_back("tensor_parallel_size: tensor parallelism is not supported yet (use 1)");
-    }
+  if (check_at_least_one("tensor_parallel_size", tp, out) && tp > 1 && c.enable_lora) {
+    out.push_back("tensor_parallel_size: " + std::to_string(tp) +
+                  " with enable_lora is not supported yet (LoRA runs with "
+                  "tensor_parallel_size 1)");
   }
   parse_speculative_config(c.speculative_config, out);
 }
@@ -214,7 +209,7 @@ std::vector<std::string> validate_config(const engine_config& config,
   check_model_section(config, model, out);
   check_kv_cache_section(config, out);
   check_scheduler_section(config, model, out);
-  check_execution_section(config, model, out);
+  check_execution_section(config, out);
   check_lora_section(config, out);
   check_server_section(config, out);
   return out;

@@ -118,6 +118,9 @@ class ops {
  public:
   virtual ~ops() = default;
   virtual backend_kind kind() const = 0;
+  // Makes the calling thread use this backend's device (cuda: its
+  // cudaSetDevice): a worker calls it before its steps, on its own thread.
+  virtual void bind_thread() {}
 
   // Memory (owned by the backend), zero-filled.
   virtual tensor alloc(dtype type, int64_t rows, int64_t cols) = 0;
@@ -137,9 +140,12 @@ class ops {
 
   // dst = src (same shape).
   virtual void copy(const tensor& src, const tensor& dst) = 0;
-  // out[i] = table[token_ids[i]]
-  virtual void embedding(const int32_t* token_ids, int64_t num_tokens,
-                         const tensor& table, const tensor& out) = 0;
+  // out[i] = table[token_ids[i] - first_row] where the id is one of the
+  // table's rows [first_row, first_row + table.rows), else zeros (a
+  // vocabulary-parallel rank's part of the embedding: the ranks' outputs
+  // summed give the whole; tp_layout.h).
+  virtual void embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
+                         int64_t first_row, const tensor& out) = 0;
   // out = rms_norm(x) * w, row-wise.
   virtual void rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) = 0;
   // residual += x; out = rms_norm(residual) * w (the fused pre-norm of a block).

@@ -9,117 +9,230 @@ namespace troupe {
 
 namespace {
 
-// Collects (name, shape, destination) loads so progress can count them.
+// One checkpoint tensor and where this rank's part of it goes: runs of
+// its rows (or columns) into `dst`, a tensor of its own or rows of a
+// stacked one (q/k/v, gate/up). dst's other rows (columns) are padding and
+// stay zeros (ops::alloc).
 struct weight_load {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // the whole tensor's, [rows] or [rows, cols]
   tensor dst;
-  int64_t row_offset = 0;  // for stacked weights (gate_up)
+  bool by_cols = false;  // runs of columns (row-parallel products)
+  std::vector<shard_run> runs;
+
+  int64_t rows() const { return shape[0]; }
+  int64_t cols() const { return shape.size() == 2 ? shape[1] : 1; }
+  // Whether dst is the whole tensor.
+  bool whole() const {
+    return runs.size() == 1 && runs[0].src == 0 && runs[0].dst == 0 &&
+           runs[0].count == (by_cols ? cols() : rows()) && dst.numel() == rows() * cols();
+  }
 };
 
 std::string layer_name(int64_t i, const char* suffix) {
   return "model.layers." + std::to_string(i) + "." + suffix;
 }
 
+// Dummy weights are made where they live (on the GPU with cuda), each run
+// of a rank's part from its place in the whole tensor, so every T gives
+// the same logical weights; norms get 1 + noise to keep activations at a
+// sane scale.
+void fill_dummy_part(ops& backend, const weight_load& load, int64_t seed) {
+  const uint64_t key = dummy_key(seed, load.name);
+  const float offset = load.name.find("norm") != std::string::npos ? 1.0f : 0.0f;
+  constexpr float scale = 1e-3f;
+  const tensor& dst = load.dst;
+  if (load.whole()) {
+    backend.fill_dummy(dst, key, scale, offset);
+    return;
+  }
+  for (const shard_run& run : load.runs) {
+    if (!load.by_cols) {
+      backend.fill_dummy(dst.row_slice(run.dst, run.count),
+                         dummy_key_at(key, run.src * load.cols()), scale, offset);
+      continue;
+    }
+    const size_t element = dtype_size(dst.type);
+    for (int64_t i = 0; i < dst.rows; ++i) {  // a run of columns: a view a row
+      const tensor part{static_cast<char*>(dst.data) + (i * dst.cols + run.dst) * element,
+                        dst.type, 1, run.count};
+      backend.fill_dummy(part, dummy_key_at(key, i * load.cols() + run.src), scale, offset);
+    }
+  }
+}
+
+// Uploads a rank's runs of the whole tensor `host`.
+void upload_part(ops& backend, const weight_load& load, const std::vector<float>& host,
+                 std::vector<float>& staging) {
+  if (load.whole()) {
+    backend.upload(host.data(), load.dst);
+    return;
+  }
+  for (const shard_run& run : load.runs) {
+    if (!load.by_cols) {
+      backend.upload(host.data() + run.src * load.cols(), load.dst.row_slice(run.dst, run.count));
+      continue;
+    }
+    staging.resize(static_cast<size_t>(load.rows() * run.count));
+    for (int64_t i = 0; i < load.rows(); ++i) {
+      std::copy_n(host.data() + i * load.cols() + run.src, run.count,
+                  staging.data() + i * run.count);
+    }
+    backend.upload_cols(staging.data(), load.dst, run.dst, run.count);
+  }
+}
+
 }  // namespace
 
 llama_model::llama_model(const model_config& config, ops& backend, int64_t max_num_tokens,
-                         dtype type)
-    : config_(config), ops_(backend), max_num_tokens_(max_num_tokens), type_(type) {}
+                         dtype type, tp_layout layout, communicator* comm)
+    : config_(config),
+      ops_(backend),
+      layout_(std::move(layout)),
+      comm_(comm),
+      max_num_tokens_(max_num_tokens),
+      type_(type) {}
 
 result<std::unique_ptr<llama_model>> llama_model::create(
     const model_config& config, ops& backend, const weight_source& source,
-    int64_t max_num_tokens, int64_t max_position,
+    int64_t max_num_tokens, int64_t max_position, const tensor_parallel& tp,
     const std::function<void(int64_t, int64_t)>& progress) {
-  std::unique_ptr<llama_model> model(
-      new llama_model(config, backend, max_num_tokens, source.compute_type));
+  auto layout = make_tp_layout(config, tp.comm ? tp.comm->size() : 1, tp.comm ? tp.comm->rank() : 0);
+  if (!layout) return std::move(layout).take_error();
+  std::unique_ptr<llama_model> model(new llama_model(
+      config, backend, max_num_tokens, source.compute_type, std::move(layout.value()), tp.comm));
   if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
   model->allocate_workspace();
+  model->allocate_logits_workspace(tp.max_logits_rows);
   model->build_rope(max_position);
   return model;
 }
 
 status llama_model::load_weights(const weight_source& source,
                                  const std::function<void(int64_t, int64_t)>& progress) {
-  const int64_t h = config_.hidden_size;
-  const int64_t d = config_.head_dim;
-  const int64_t q_cols = config_.num_attention_heads * d;
-  const int64_t kv_cols = config_.num_key_value_heads * d;
+  const tp_layout& l = layout_;
+  const int64_t h = config_.hidden_size, d = config_.head_dim;
+  const int64_t q_rows = l.q_heads * d, kv_rows = l.kv_heads * d;
+  const int64_t q_all = config_.num_attention_heads * d, kv_all = config_.num_key_value_heads * d;
   const int64_t inter = config_.intermediate_size;
+  const std::vector<shard_run> q_runs = tp_layout::head_runs(l.q_head_of, d);
+  const std::vector<shard_run> kv_runs = tp_layout::head_runs(l.kv_head_of, d);
+  const std::vector<shard_run> inter_runs = l.intermediate_runs(inter);
   std::vector<weight_load> loads;
-  auto add = [&](const std::string& name, int64_t rows, int64_t cols, tensor& dst) {
+  // A tensor of its own: `rows` x `cols` here, taking `runs` of the whole's.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, int64_t rows, int64_t cols,
+                 tensor& dst, bool by_cols, std::vector<shard_run> runs) {
     dst = ops_.alloc(type_, rows, cols);
-    loads.push_back({name, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols}, dst, 0});
+    loads.push_back({name, std::move(shape), dst, by_cols, std::move(runs)});
   };
-  add("model.embed_tokens.weight", config_.vocab_size, h, embed_tokens_);
-  add("model.norm.weight", h, 1, final_norm_);
+  auto replicated = [&](const std::string& name, int64_t rows, tensor& dst) {
+    add(name, {rows}, rows, 1, dst, false, {{0, 0, rows}});
+  };
+  // Rows [first, first + rows) of a stacked tensor.
+  auto stacked = [&](const std::string& name, std::vector<int64_t> shape, const tensor& dst,
+                     int64_t first, int64_t rows, std::vector<shard_run> runs) {
+    loads.push_back({name, std::move(shape), dst.row_slice(first, rows), false, std::move(runs)});
+  };
+  const std::vector<shard_run> vocab_runs = {{0, l.vocab_begin, l.vocab}};
+  add("model.embed_tokens.weight", {config_.vocab_size, h}, l.vocab, h, embed_tokens_, false,
+      vocab_runs);
+  replicated("model.norm.weight", h, final_norm_);
   if (config_.tie_word_embeddings) {
     lm_head_ = embed_tokens_;
   } else {
-    add("lm_head.weight", config_.vocab_size, h, lm_head_);
+    add("lm_head.weight", {config_.vocab_size, h}, l.vocab, h, lm_head_, false, vocab_runs);
   }
   layers_.resize(static_cast<size_t>(config_.num_hidden_layers));
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     layer_weights& w = layers_[static_cast<size_t>(i)];
-    add(layer_name(i, "input_layernorm.weight"), h, 1, w.input_norm);
-    add(layer_name(i, "post_attention_layernorm.weight"), h, 1, w.post_attention_norm);
-    w.qkv_proj = ops_.alloc(type_, q_cols + 2 * kv_cols, h);
-    loads.push_back({layer_name(i, "self_attn.q_proj.weight"), {q_cols, h}, w.qkv_proj, 0});
-    loads.push_back({layer_name(i, "self_attn.k_proj.weight"), {kv_cols, h}, w.qkv_proj, q_cols});
-    loads.push_back({layer_name(i, "self_attn.v_proj.weight"), {kv_cols, h}, w.qkv_proj,
-                     q_cols + kv_cols});
-    add(layer_name(i, "self_attn.o_proj.weight"), h, q_cols, w.o_proj);
+    replicated(layer_name(i, "input_layernorm.weight"), h, w.input_norm);
+    replicated(layer_name(i, "post_attention_layernorm.weight"), h, w.post_attention_norm);
+    w.qkv_proj = ops_.alloc(type_, q_rows + 2 * kv_rows, h);
+    stacked(layer_name(i, "self_attn.q_proj.weight"), {q_all, h}, w.qkv_proj, 0, q_rows, q_runs);
+    stacked(layer_name(i, "self_attn.k_proj.weight"), {kv_all, h}, w.qkv_proj, q_rows, kv_rows,
+            kv_runs);
+    stacked(layer_name(i, "self_attn.v_proj.weight"), {kv_all, h}, w.qkv_proj, q_rows + kv_rows,
+            kv_rows, kv_runs);
+    add(layer_name(i, "self_attn.o_proj.weight"), {h, q_all}, h, q_rows, w.o_proj, true, q_runs);
     if (config_.attention_bias) {
-      w.qkv_bias = ops_.alloc(type_, q_cols + 2 * kv_cols, 1);
-      loads.push_back({layer_name(i, "self_attn.q_proj.bias"), {q_cols}, w.qkv_bias, 0});
-      loads.push_back({layer_name(i, "self_attn.k_proj.bias"), {kv_cols}, w.qkv_bias, q_cols});
-      loads.push_back({layer_name(i, "self_attn.v_proj.bias"), {kv_cols}, w.qkv_bias,
-                       q_cols + kv_cols});
+      w.qkv_bias = ops_.alloc(type_, q_rows + 2 * kv_rows, 1);
+      stacked(layer_name(i, "self_attn.q_proj.bias"), {q_all}, w.qkv_bias, 0, q_rows, q_runs);
+      stacked(layer_name(i, "self_attn.k_proj.bias"), {kv_all}, w.qkv_bias, q_rows, kv_rows,
+              kv_runs);
+      stacked(layer_name(i, "self_attn.v_proj.bias"), {kv_all}, w.qkv_bias, q_rows + kv_rows,
+              kv_rows, kv_runs);
     }
     if (config_.qk_norm) {
-      add(layer_name(i, "self_attn.q_norm.weight"), d, 1, w.q_norm);
-      add(layer_name(i, "self_attn.k_norm.weight"), d, 1, w.k_norm);
+      replicated(layer_name(i, "self_attn.q_norm.weight"), d, w.q_norm);
+      replicated(layer_name(i, "self_attn.k_norm.weight"), d, w.k_norm);
     }
-    w.gate_up_proj = ops_.alloc(type_, 2 * inter, h);
-    loads.push_back({layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0});
-    loads.push_back({layer_name(i, "mlp.up_proj.weight"), {inter, h}, w.gate_up_proj, inter});
-    add(layer_name(i, "mlp.down_proj.weight"), h, inter, w.down_proj);
+    w.gate_up_proj = ops_.alloc(type_, 2 * l.intermediate, h);
+    stacked(layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0, l.intermediate,
+            inter_runs);
+    stacked(layer_name(i, "mlp.up_proj.weight"), {inter, h}, w.gate_up_proj, l.intermediate,
+            l.intermediate, inter_runs);
+    add(layer_name(i, "mlp.down_proj.weight"), {h, inter}, h, l.intermediate, w.down_proj, true,
+        inter_runs);
   }
-  std::vector<float> host;
+  std::vector<float> host, staging;
   const int64_t total = static_cast<int64_t>(loads.size());
   for (int64_t n = 0; n < total; ++n) {
     const weight_load& load = loads[static_cast<size_t>(n)];
-    const tensor dst = load.dst.row_slice(load.row_offset, load.shape[0]);
     if (source.ckpt == nullptr) {
-      // Dummy weights are made where they live (on the GPU with cuda); norms
-      // get 1 + noise to keep activations at a sane scale.
-      const bool is_norm = load.name.find("norm") != std::string::npos;
-      ops_.fill_dummy(dst, dummy_key(source.dummy_seed, load.name), 1e-3f, is_norm ? 1.0f : 0.0f);
-      if (progress) progress(n + 1, total);
-      continue;
+      fill_dummy_part(ops_, load, source.dummy_seed);
+    } else {
+      host.resize(static_cast<size_t>(load.rows() * load.cols()));
+      if (status s = source.ckpt->read_f32(load.name, load.shape, host.data()); !s.ok()) return s;
+      upload_part(ops_, load, host, staging);
     }
-    int64_t count = 1;
-    for (int64_t dim : load.shape) count *= dim;
-    host.resize(static_cast<size_t>(count));
-    if (status s = source.ckpt->read_f32(load.name, load.shape, host.data()); !s.ok()) return s;
-    ops_.upload(host.data(), dst);
     if (progress) progress(n + 1, total);
   }
   return {};
 }
 
+llama_model::footprint llama_model::memory_footprint(const model_config& config,
+                                                     const tp_layout& l, dtype type,
+                                                     int64_t max_num_tokens, int64_t max_position,
+                                                     int64_t max_logits_rows) {
+  // As load_weights, allocate_workspace, allocate_logits_workspace and
+  // build_rope allocate (tensor_parallel_test checks them against the
+  // backend's count).
+  const int64_t h = config.hidden_size, d = config.head_dim;
+  const int64_t q_rows = l.q_heads * d, qkv_rows = q_rows + 2 * l.kv_heads * d;
+  int64_t layer = 2 * h + qkv_rows * h + h * q_rows + 3 * l.intermediate * h;
+  if (config.attention_bias) layer += qkv_rows;
+  if (config.qk_norm) layer += 2 * d;
+  const int64_t weights = l.vocab * h * (config.tie_word_embeddings ? 1 : 2) + h +
+                          config.num_hidden_layers * layer;
+  const int64_t t = max_num_tokens;
+  const int64_t activations = t * (4 * h + qkv_rows + 2 * q_rows + 3 * l.intermediate);
+  const int64_t element = static_cast<int64_t>(dtype_size(type));
+  footprint f;
+  f.weights = weights * element;
+  f.workspace = activations * element + 2 * max_position * (d / 2) * 4;
+  if (l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
+  return f;
+}
+
+void llama_model::allocate_logits_workspace(int64_t max_logits_rows) {
+  if (layout_.vocab_parallel) {
+    TROUPE_CHECK_MSG(max_logits_rows > 0, "vocabulary-parallel logits need max_logits_rows");
+    logits_part_ = ops_.alloc(dtype::f32, max_logits_rows, layout_.vocab);  // as the logits
+  }
+}
+
 void llama_model::allocate_workspace() {
   const int64_t t = max_num_tokens_;
   const int64_t h = config_.hidden_size;
-  const int64_t q_cols = config_.num_attention_heads * config_.head_dim;
+  const int64_t q_cols = layout_.q_heads * config_.head_dim;
   ws_.hidden = ops_.alloc(type_, t, h);
   ws_.residual = ops_.alloc(type_, t, h);
   ws_.normed = ops_.alloc(type_, t, h);
   ws_.qkv = ops_.alloc(type_, t, q_cols + 2 * kv_cols());
   ws_.q = ops_.alloc(type_, t, q_cols);
   ws_.attn = ops_.alloc(type_, t, q_cols);
-  ws_.gate_up = ops_.alloc(type_, t, 2 * config_.intermediate_size);
-  ws_.act = ops_.alloc(type_, t, config_.intermediate_size);
+  ws_.gate_up = ops_.alloc(type_, t, 2 * layout_.intermediate);
+  ws_.act = ops_.alloc(type_, t, layout_.intermediate);
   ws_.selected = ops_.alloc(type_, t, h);
 }
 
@@ -156,20 +269,26 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   auto lora_for = [&](lora_target target, int count) {
     return lora ? &delta.emplace(lora_of(layer, target, count, in)) : nullptr;
   };
-  ops_.qkv_linear_rope_cache(normed, w.qkv_proj, qkv_bias, qkv, config_.num_attention_heads,
-                             config_.num_key_value_heads, config_.head_dim, q_norm, k_norm, eps,
+  ops_.qkv_linear_rope_cache(normed, w.qkv_proj, qkv_bias, qkv, layout_.q_heads,
+                             layout_.kv_heads, config_.head_dim, q_norm, k_norm, eps,
                              in.positions, rope_, in.slot_mapping, cache, q,
                              lora_for(lora_target::q_proj, 3));
   const tensor attn = ws_.attn.row_slice(0, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-  ops_.paged_attention(q, cache, in.attention, config_.num_attention_heads,
-                       config_.num_key_value_heads, config_.head_dim, scale, attn);
+  ops_.paged_attention(q, cache, in.attention, layout_.q_heads, layout_.kv_heads,
+                       config_.head_dim, scale, attn);
   linear(attn, w.o_proj, hidden, lora_for(lora_target::o_proj, 1));
+  all_reduce(hidden);  // row-parallel: the ranks' partial products
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
   const tensor gate_up = ws_.gate_up.row_slice(0, n);
   const tensor act = ws_.act.row_slice(0, n);
   ops_.gated_linear(normed, w.gate_up_proj, gate_up, act, lora_for(lora_target::gate_proj, 2));
   linear(act, w.down_proj, hidden, lora_for(lora_target::down_proj, 1));
+  all_reduce(hidden);
+}
+
+void llama_model::all_reduce(const tensor& x) {
+  if (comm_ != nullptr) comm_->all_reduce_sum(x);
 }
 
 void llama_model::linear(const tensor& x, const tensor& w, const tensor& out,
@@ -187,7 +306,9 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
   const int64_t n = in.num_tokens;
   const tensor hidden = ws_.hidden.row_slice(0, n);
   const tensor residual = ws_.residual.row_slice(0, n);
-  ops_.embedding(in.token_ids, n, embed_tokens_, residual);  // the first block's input
+  // The first block's input; vocabulary-parallel: each rank's rows, summed.
+  ops_.embedding(in.token_ids, n, embed_tokens_, layout_.vocab_begin, residual);
+  if (layout_.vocab_parallel) all_reduce(residual);
   TROUPE_CHECK(!lora_enabled() || in.lora.token_slots != nullptr);
   for (size_t i = 0; i < layers_.size(); ++i) run_layer(i, in, cache[i]);
   ops_.add_rms_norm(residual, hidden, final_norm_, static_cast<float>(config_.rms_norm_eps),
@@ -196,15 +317,23 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
 }
 
 void llama_model::compute_logits(const int32_t* row_indices, int64_t n, const tensor& out) {
-  TROUPE_CHECK(n > 0 && n <= max_num_tokens_ && out.rows >= n);
+  TROUPE_CHECK(n > 0 && n <= max_num_tokens_ && out.rows >= n && out.cols == config_.vocab_size);
+  tensor hidden = ws_.normed.row_slice(0, n);
   if (row_indices == nullptr) {
     TROUPE_CHECK(n <= last_num_tokens_);
-    ops_.linear(ws_.normed.row_slice(0, n), lm_head_, nullptr, out.row_slice(0, n));
+  } else {
+    ops_.gather_rows(ws_.normed.row_slice(0, last_num_tokens_), row_indices, n,
+                     ws_.selected.row_slice(0, n));
+    hidden = ws_.selected.row_slice(0, n);
+  }
+  if (!layout_.vocab_parallel) {
+    ops_.linear(hidden, lm_head_, nullptr, out.row_slice(0, n));
     return;
   }
-  ops_.gather_rows(ws_.normed.row_slice(0, last_num_tokens_), row_indices, n,
-                   ws_.selected.row_slice(0, n));
-  ops_.linear(ws_.selected.row_slice(0, n), lm_head_, nullptr, out.row_slice(0, n));
+  // Each rank's vocabulary columns, gathered side by side on every rank.
+  TROUPE_CHECK(n <= logits_part_.rows);
+  ops_.linear(hidden, lm_head_, nullptr, logits_part_.row_slice(0, n));
+  comm_->all_gather_cols(logits_part_.row_slice(0, n), out.row_slice(0, n));
 }
 
 }  // namespace troupe

@@ -6,6 +6,14 @@
 // Owns its weights and activation workspace (in the backend's memory, sized
 // for `max_num_tokens` tokens a step) and the RoPE tables. Runs on the
 // worker's thread only. The KV cache is owned by the caller (the worker).
+//
+// Tensor parallelism: as rank r of a communicator's T ranks, the model
+// holds rank r's part of every weight (model/tp_layout.h) and sums the
+// row-parallel products (o_proj, down_proj) and a vocabulary-parallel
+// embedding across the ranks, and gathers vocabulary-parallel logits, so
+// each rank's forward and compute_logits give what one rank holding
+// everything would (float sums in rank order). Every rank must run the
+// same forwards and compute_logits in the same order.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +26,9 @@
 #include "kernels/ops.h"
 #include "model/lora_adapter.h"
 #include "model/model_config.h"
+#include "model/tp_layout.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 
 namespace troupe {
 
@@ -27,6 +37,14 @@ struct weight_source {
   const checkpoint* ckpt = nullptr;  // null: dummy weights
   int64_t dummy_seed = 0;
   dtype compute_type = dtype::f32;  // weights, activations and KV cache
+};
+
+// This model's rank in a tensor-parallel group (one rank by default).
+struct tensor_parallel {
+  communicator* comm = nullptr;  // null: one rank; else outlives the model
+  // compute_logits' largest n when the logits are gathered across ranks
+  // (a workspace for the rank's columns).
+  int64_t max_logits_rows = 0;
 };
 
 // One step's inputs, in backend memory (see ops.h).
@@ -43,18 +61,31 @@ struct forward_inputs {
 
 class llama_model {
  public:
-  // Loads (or generates) every weight, reporting progress through `progress`
-  // (tensors done, tensors total). Errors name the tensor and file.
+  // Loads (or generates) every weight, this rank's part of each under
+  // tensor parallelism, reporting progress through `progress` (tensors
+  // done, tensors total). Errors name the tensor and file.
   static result<std::unique_ptr<llama_model>> create(
       const model_config& config, ops& backend, const weight_source& source,
-      int64_t max_num_tokens, int64_t max_position,
+      int64_t max_num_tokens, int64_t max_position, const tensor_parallel& tp = {},
       const std::function<void(int64_t, int64_t)>& progress = {});
 
+  // What create allocates for a rank (LoRA slots aside), in bytes: the
+  // memory plan without a backend (`troupe serve --dry-run`).
+  struct footprint {
+    int64_t weights = 0;
+    int64_t workspace = 0;  // activations, the logits' gather part, the RoPE tables
+  };
+  static footprint memory_footprint(const model_config& config, const tp_layout& layout,
+                                    dtype type, int64_t max_num_tokens, int64_t max_position,
+                                    int64_t max_logits_rows);
+
+  // The whole model's configuration (logits are [n, vocab_size] on every rank).
   const model_config& config() const { return config_; }
+  const tp_layout& layout() const { return layout_; }
   int64_t max_num_tokens() const { return max_num_tokens_; }
 
-  // KV cache geometry: columns of one K (or V) row.
-  int64_t kv_cols() const { return config_.num_key_value_heads * config_.head_dim; }
+  // KV cache geometry: columns of one K (or V) row (this rank's KV heads).
+  int64_t kv_cols() const { return layout_.kv_heads * config_.head_dim; }
   // The element type of weights, activations and the KV cache.
   dtype compute_type() const { return type_; }
 
@@ -66,7 +97,7 @@ class llama_model {
   // compute_logits reads its hidden states.
   void replayed(int64_t num_tokens) { last_num_tokens_ = num_tokens; }
 
-  // LoRA (model/llama_model_lora.cpp): device slots for up to `max_loras`
+  // LoRA (model/llama_model_lora.cpp; one rank only): device slots for up to `max_loras`
   // adapters of rank <= max_rank on all seven projections of every layer
   // (zeros where an adapter leaves a module alone). Once, before forward;
   // every forward then adds each token's adapter delta (inputs.lora_slots)
@@ -100,12 +131,16 @@ class llama_model {
     tensor lora_u;  // float32 [tokens, ops::lora_scratch_cols(3, ..)]: lora_add's scratch
   };
 
-  llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type);
+  llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type,
+              tp_layout layout, communicator* comm);
   status load_weights(const weight_source& source,
                       const std::function<void(int64_t, int64_t)>& progress);
+  void allocate_logits_workspace(int64_t max_logits_rows);
   void allocate_workspace();
   void build_rope(int64_t max_position);
   void run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache);
+  // Sums x across the tensor-parallel ranks (nothing with one rank).
+  void all_reduce(const tensor& x);
   // out = x w^T, plus the deltas when `lora` is given (ops::linear_lora).
   void linear(const tensor& x, const tensor& w, const tensor& out, const lora_delta* lora);
   // The layer's deltas of `count` consecutive lora_target values from
@@ -114,6 +149,9 @@ class llama_model {
 
   model_config config_;
   ops& ops_;
+  tp_layout layout_;
+  communicator* comm_;  // null: one rank
+  tensor logits_part_;  // [max_logits_rows, layout_.vocab]: this rank's columns, to gather
   int64_t max_num_tokens_;
   dtype type_;
   tensor embed_tokens_, final_norm_, lm_head_;

@@ -322,9 +322,13 @@ uint64_t dummy_key(int64_t seed, const std::string& name) {
   return splitmix64(uint64_t(seed) ^ fnv1a(name));
 }
 
+uint64_t dummy_key_at(uint64_t key, int64_t first) {
+  return key + uint64_t(first) * 0xD1B54A32D192ED03ull;
+}
+
 void fill_dummy_f32(uint64_t key, float* out, size_t n, float scale, float offset) {
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t bits = splitmix64(key + uint64_t(i) * 0xD1B54A32D192ED03ull);
+    const uint64_t bits = splitmix64(dummy_key_at(key, static_cast<int64_t>(i)));
     // 24 random bits -> u in [0, 1] with both ends reachable, then [-scale, scale].
     const float u = float(bits >> 40) / float((1u << 24) - 1);
     const float v = (2.0f * u - 1.0f) * scale;

@@ -90,6 +90,9 @@ void fill_dummy_f32(int64_t seed, const std::string& name, float* out, size_t n,
 // which backends reproduce bit for bit (ops::fill_dummy).
 uint64_t dummy_key(int64_t seed, const std::string& name);
 void fill_dummy_f32(uint64_t key, float* out, size_t n, float scale, float offset);
+// The key whose element i is element first + i of `key`'s: a run of a
+// tensor's dummy values (a tensor-parallel rank's part) made on its own.
+uint64_t dummy_key_at(uint64_t key, int64_t first);
 
 // Conversions used by the loaders (exact for bf16/f16 -> f32).
 float bf16_to_f32(uint16_t v);

@@ -9,7 +9,8 @@ namespace troupe {
 
 class cpu_member final : public communicator {
  public:
-  cpu_member(cpu_group& g, int rank) : g_(g), rank_(rank) {}
+  cpu_member(cpu_group& g, int rank, std::shared_ptr<cpu_group> owner)
+      : g_(g), owner_(std::move(owner)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return g_.size_; }
 
@@ -61,6 +62,7 @@ class cpu_member final : public communicator {
 
  private:
   cpu_group& g_;
+  std::shared_ptr<cpu_group> owner_;  // set for groups made by cpu_group::create
   const int rank_;
   std::vector<float> scratch_;
 };
@@ -76,7 +78,15 @@ cpu_group::cpu_group(int size, std::chrono::milliseconds timeout)
 
 std::unique_ptr<communicator> cpu_group::member(int rank) {
   TROUPE_CHECK(rank >= 0 && rank < size_);
-  return std::make_unique<cpu_member>(*this, rank);
+  return std::make_unique<cpu_member>(*this, rank, nullptr);
+}
+
+std::vector<std::unique_ptr<communicator>> cpu_group::create(int size,
+                                                             std::chrono::milliseconds timeout) {
+  auto group = std::make_shared<cpu_group>(size, timeout);
+  std::vector<std::unique_ptr<communicator>> members;
+  for (int r = 0; r < size; ++r) members.push_back(std::make_unique<cpu_member>(*group, r, group));
+  return members;
 }
 
 template <class Done, class What>

@@ -31,6 +31,10 @@ class cpu_group {
   int size() const { return size_; }
   // Rank r's communicator (owned by the caller; the group must outlive it).
   std::unique_ptr<communicator> member(int rank);
+  // The members of a new group that lives as long as any of them (ranks
+  // owned by different threads or actors), in rank order.
+  static std::vector<std::unique_ptr<communicator>> create(
+      int size, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
   friend class cpu_member;

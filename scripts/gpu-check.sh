@@ -5,7 +5,11 @@
 #     GPU, up to 4: the multi-GPU runs use this too), with
 #     compute-sanitizer memcheck on each (SANITIZER=0 skips it),
 #   - the fixture goldens through `troupe generate` in float32 and bfloat16
-#     (scripts/gpu_golden.py),
+#     (scripts/gpu_golden.py); again through a one-rank NCCL group
+#     (TROUPE_DEBUG_TP_COMM=1: the tensor-parallel all-reduces run through
+#     NCCL and are captured in the CUDA graphs); and with
+#     --tensor-parallel-size 2 and 4 where that many GPUs are visible
+#     (issue 23's hosts),
 #   - the GPU deployment example served end to end (scripts/gpu-serve-check.sh),
 #   - issue 6's performance figures against the measured limits
 #     (benchmarks/gpu_roofline.py: gemm_bench, attention_bench, bench
@@ -34,12 +38,27 @@ for t in build-device/bin/cuda_*_test build-device/bin/nccl_*_test; do
     rows+=("| $name (compute-sanitizer memcheck) | $ms | $(grep -m1 'ERROR SUMMARY' "$out/$name.memcheck.log") |")
   fi
 done
-# Fixture goldens: one row per (model, dtype).
-if python3 scripts/gpu_golden.py --tol-bf16 0.8 >"$out/golden.md" 2>"$out/golden.err"; then g=pass; else g=FAIL; fi
-while IFS='|' read -r _ model dtype passed tol top prompt _; do
-  rows+=("| goldens:$model/$dtype | $passed | $tol, max top-5 logprob error $top, prompt logprobs $prompt |")
-done < <(grep -E '^\| tiny' "$out/golden.md")
-rows+=("| goldens (scripts/gpu_golden.py) | $g | $out/golden.md |")
+# Fixture goldens: one row per (model, dtype). golden LABEL [gpu_golden.py args]
+golden() {
+  local label=$1 md="$out/golden$1.md"
+  shift
+  if python3 scripts/gpu_golden.py --tol-bf16 0.8 "$@" >"$md" 2>"${md%.md}.err"; then g=pass; else g=FAIL; fi
+  while IFS='|' read -r _ model dtype passed tol top prompt _; do
+    rows+=("| goldens$label:$model/$dtype | $passed | $tol, max top-5 logprob error $top, prompt logprobs $prompt |")
+  done < <(grep -E '^\| tiny' "$md")
+  rows+=("| goldens$label (scripts/gpu_golden.py) | $g | $md |")
+}
+golden ""
+# One rank through NCCL: the log must say the group was made.
+TROUPE_DEBUG_TP_COMM=1 build-device/bin/troupe generate --model tests/data/models/tiny-llama \
+  --prompt-ids 1,2,3 --max-tokens 4 >"$out/nccl-one-rank.log" 2>&1
+if grep -q "tensor parallel rank 0/1" "$out/nccl-one-rank.log"; then nccl=pass; else nccl=FAIL; fi
+rows+=("| one-rank NCCL group in troupe (TROUPE_DEBUG_TP_COMM=1) | $nccl | $out/nccl-one-rank.log |")
+TROUPE_DEBUG_TP_COMM=1 golden "-nccl1"
+gpus=$(nvidia-smi -L | wc -l)
+for t in 2 4; do
+  (( gpus >= t )) && golden "-tp$t" --extra "[\"--tensor-parallel-size\", \"$t\"]"
+done
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
 # Performance against the physical limits.

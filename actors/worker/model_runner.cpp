@@ -49,8 +49,8 @@ int64_t model_runner::buffer_bytes(const runner_limits& limits, int64_t vocab_si
 }
 
 model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
-                           const runner_limits& limits)
-    : ops_(std::move(backend)), model_(std::move(model)), limits_(limits) {
+                           const runner_limits& limits, std::unique_ptr<communicator> comm)
+    : ops_(std::move(backend)), comm_(std::move(comm)), model_(std::move(model)), limits_(limits) {
   TROUPE_CHECK(limits.num_blocks >= 2);
   const model_config& cfg = model_->config();
   const int64_t slots = limits.num_blocks * limits.block_size;
@@ -506,6 +506,7 @@ step_output model_runner::execute(const step_plan& plan) {
 
 void model_runner::launch(const step_plan& plan) {
   TROUPE_CHECK_MSG(launched_.size() < 2, "at most two steps are launched and not finished");
+  ops_->bind_thread();  // the worker's thread, on this rank's device
   launched_step step;
   step.start = std::chrono::steady_clock::now();
   step.seq = next_seq_++;

@@ -35,8 +35,11 @@ struct runner_limits {
 
 class model_runner {
  public:
+  // With tensor parallelism, `comm` is the group the model is a rank of
+  // (the runner keeps it as long as the model): every rank's runner gets
+  // the same plans and samples the same tokens from the gathered logits.
   model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
-               const runner_limits& limits);
+               const runner_limits& limits, std::unique_ptr<communicator> comm = nullptr);
   // Logs the device timeline (busy and idle time across steps), if any.
   ~model_runner();
 
@@ -197,6 +200,7 @@ class model_runner {
   bool device_sampling_enabled() const;
 
   std::unique_ptr<ops> ops_;
+  std::unique_ptr<communicator> comm_;  // the model's group (null: one rank); outlives model_
   std::unique_ptr<llama_model> model_;
   runner_limits limits_;
   std::vector<kv_cache_layer> kv_cache_;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -21,5 +22,14 @@ namespace troupe {
 
 caf::behavior worker_actor(caf::event_based_actor* self, std::shared_ptr<model_runner> runner,
                            bool overlap);
+
+// The workers of a tensor-parallel engine as the scheduler sees one worker:
+// each step_plan and flush goes to every rank's worker_actor (in rank
+// order, so every rank runs the same plans in the same order), and the
+// plan is answered with rank 0's step_output once every rank has answered.
+// The ranks sample the same tokens (the gathered logits are the same bits
+// on every rank and the sampler is seeded per request); a rank whose
+// tokens differ is logged as an error. A rank's error answers the plan.
+caf::behavior worker_group_actor(caf::event_based_actor* self, std::vector<caf::actor> ranks);
 
 }  // namespace troupe

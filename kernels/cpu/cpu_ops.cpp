@@ -31,6 +31,7 @@ void* cpu_ops::allocate_bytes(size_t bytes) {
   void* p = std::calloc(bytes == 0 ? 1 : bytes, 1);
   TROUPE_CHECK_MSG(p != nullptr, "out of host memory");
   buffers_.emplace_back(p);
+  allocated_bytes_ += static_cast<int64_t>(bytes);
   return p;
 }
 
@@ -77,12 +78,17 @@ void cpu_ops::copy(const tensor& src, const tensor& dst) {
 }
 
 void cpu_ops::embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
-                        const tensor& out) {
+                        int64_t first_row, const tensor& out) {
   TROUPE_CHECK(out.cols == table.cols && out.rows >= num_tokens);
   for (int64_t i = 0; i < num_tokens; ++i) {
-    TROUPE_CHECK(token_ids[i] >= 0 && token_ids[i] < table.rows);
-    std::memcpy(out.f32() + i * out.cols, table.f32() + token_ids[i] * table.cols,
-                static_cast<size_t>(table.cols) * sizeof(float));
+    TROUPE_CHECK(token_ids[i] >= 0);
+    const int64_t row = token_ids[i] - first_row;
+    float* dst = out.f32() + i * out.cols;
+    if (row < 0 || row >= table.rows) {
+      std::fill(dst, dst + out.cols, 0.0f);
+    } else {
+      std::memcpy(dst, table.f32() + row * table.cols, static_cast<size_t>(table.cols) * sizeof(float));
+    }
   }
 }
 

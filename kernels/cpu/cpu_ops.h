@@ -26,7 +26,7 @@ class cpu_ops final : public ops {
 
   void copy(const tensor& src, const tensor& dst) override;
   void embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
-                 const tensor& out) override;
+                 int64_t first_row, const tensor& out) override;
   void rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) override;
   void add_rms_norm(const tensor& residual, const tensor& x, const tensor& w, float eps,
                     const tensor& out) override;
@@ -62,6 +62,8 @@ class cpu_ops final : public ops {
   void sample_results(int64_t step, int64_t first, int64_t n,
                       std::vector<sample_result>& out) override;
   void gather_sampled(int32_t* dst, const int32_t* rows, const int32_t* src, int64_t n) override;
+  // Bytes allocated so far (tensors and index arrays; for memory-plan tests).
+  int64_t allocated_bytes() const { return allocated_bytes_; }
 
  private:
   static constexpr int64_t result_slots = 3;  // steps whose results are kept
@@ -72,6 +74,7 @@ class cpu_ops final : public ops {
   };
   void* allocate_bytes(size_t bytes);
   std::vector<std::unique_ptr<void, free_deleter>> buffers_;
+  int64_t allocated_bytes_ = 0;
 };
 
 }  // namespace troupe

@@ -286,6 +286,10 @@ void cuda_ops::reserve_staging(size_t bytes) {
   }
 }
 
+void cuda_ops::bind_thread() { TROUPE_CUDA_CHECK(cudaSetDevice(impl_->device)); }
+
+cudaStream_t cuda_ops::stream() const { return impl_->stream; }
+
 void cuda_ops::reserve_attention_workspace(int64_t max_num_seqs, int64_t num_heads,
                                            int64_t head_dim) {
   TROUPE_CUDA_CHECK(cudaSetDevice(impl_->device));
@@ -410,10 +414,10 @@ void cuda_ops::copy(const tensor& src, const tensor& dst) {
 }
 
 void cuda_ops::embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
-                         const tensor& out) {
+                         int64_t first_row, const tensor& out) {
   op_scope scope(*impl_, "embedding");
-  cuda::embedding(element_of(table.type), token_ids, num_tokens, table.data, table.cols,
-                  out.data, impl_->stream);
+  cuda::embedding(element_of(table.type), token_ids, num_tokens, table.data, first_row,
+                  table.rows, table.cols, out.data, impl_->stream);
 }
 
 void cuda_ops::rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) {

@@ -7,6 +7,8 @@
 // Compiled by g++ (not nvcc): it only calls the kernels' host launchers.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <vector>
 
@@ -18,6 +20,9 @@ class cuda_ops final : public ops {
  public:
   // REQUIRES: device < number of visible devices.
   explicit cuda_ops(int device, int64_t max_num_tokens);
+  void bind_thread() override;
+  // The stream every op is enqueued on (a NCCL group's collectives join it).
+  cudaStream_t stream() const;
   // Reserves the split-KV decode attention's workspace for batches of up to
   // max_num_seqs sequences with num_heads query heads of head_dim (called
   // once at start-up, before any forward pass or graph capture; growing it
@@ -64,7 +69,7 @@ class cuda_ops final : public ops {
 
   void copy(const tensor& src, const tensor& dst) override;
   void embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,
-                 const tensor& out) override;
+                 int64_t first_row, const tensor& out) override;
   void rms_norm(const tensor& x, const tensor& w, float eps, const tensor& out) override;
   void add_rms_norm(const tensor& residual, const tensor& x, const tensor& w, float eps,
                     const tensor& out) override;

@@ -205,14 +205,22 @@ TEST(cli_errors, unknown_lora_name) {
       << r.err;
 }
 
-TEST(cli_errors, tensor_parallel_size_not_dividing_heads) {
-  std::vector<std::string> args = {"--model", model_dir("tiny-llama"), "--tensor-parallel-size", "3"};
-  const run_result r = generate(args);
+// Any T runs (padding, docs/parallelism.md); what cannot run is named.
+TEST(cli_errors, tensor_parallel_size_problems) {
+  std::vector<std::string> args = {"--model", model_dir("tiny-llama"), "--tensor-parallel-size",
+                                   "0", "--enable-lora"};
+  run_result r = generate(args);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "troupe: error: invalid configuration (2 problems):\n"
-            "  - tensor_parallel_size: 3 does not divide num_attention_heads 8\n"
-            "  - tensor_parallel_size: tensor parallelism is not supported yet (use 1)\n");
+            "troupe: error: invalid configuration (1 problem):\n"
+            "  - tensor_parallel_size: 0 must be >= 1\n");
+  args[3] = "2";
+  r = generate(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "troupe: error: invalid configuration (1 problem):\n"
+            "  - tensor_parallel_size: 2 with enable_lora is not supported yet (LoRA runs with "
+            "tensor_parallel_size 1)\n");
 }
 
 TEST(cli_errors, config_file_reports_every_problem) {

@@ -176,6 +176,31 @@ TEST_P(golden, speculative_decoding_keeps_greedy_results) {
   err = run_batched(GetParam(), with({}));  // the goodput control chooses
 }
 
+// Tensor parallelism (docs/parallelism.md): T ranks on threads of the CPU
+// backend, each holding its part of the weights and meeting in a
+// cpu_group, reproduce the goldens for T = 2 and 4, and for T = 3, which
+// divides no fixture's head counts (KV heads, the MHA model's query heads
+// and the intermediate size padded, the vocabulary replicated); with
+// chunked prefill, prefix caching and async scheduling on, decodes padded
+// to the CUDA-graph buckets, and speculative decoding.
+TEST_P(golden, tensor_parallel_ranks_match) {
+  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);
+  for (const char* t : {"2", "3", "4"}) {
+    const std::string err = run_batched(GetParam(), {"--tensor-parallel-size", t,
+                                                     "--max-num-batched-tokens", "48",
+                                                     "--max-num-seqs", "3"});
+    EXPECT_GT(stats_value(err, "steps_ahead"), 0) << err;
+  }
+  setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);
+  run_batched(GetParam(), {"--tensor-parallel-size", "2", "--max-num-seqs", "16"});
+  unsetenv("TROUPE_DEBUG_PAD_DECODE");
+  const std::string err = run_batched(
+      GetParam(), {"--tensor-parallel-size", "2", "--speculative-config",
+                   R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})"});
+  EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
+  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
+}
+
 // The issue's rule made explicit: one prompts-file run gives each prompt the
 // tokens it gets alone, and logprobs equal up to float32 GEMM reassociation.
 TEST_P(golden, batched_equals_alone) {

@@ -345,8 +345,25 @@ TEST_F(cpu_ops_test, gather_rows_and_embedding_copy_the_indexed_rows) {
   }
   const tensor gathered = poisoned(n, cols), embedded = poisoned(n, cols);
   ops_.gather_rows(t, ints(idx), n, gathered);
-  ops_.embedding(ints(idx), n, t, embedded);
+  ops_.embedding(ints(idx), n, t, 0, embedded);
   EXPECT_EQ(read(gathered), want);
+  EXPECT_EQ(read(embedded), want);
+}
+
+// A vocabulary-parallel rank's part: the table holds rows 5..15 of the
+// vocabulary; other ids read as zeros.
+TEST_F(cpu_ops_test, embedding_of_a_vocabulary_slice_reads_zeros_elsewhere) {
+  const int64_t rows = 11, cols = 19, first_row = 5;
+  const auto table = random_vec(rng_, rows * cols);
+  const std::vector<int32_t> ids = {4, 5, 15, 16, 9};
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<float> want(n * cols, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = ids[i] - first_row;
+    if (row >= 0 && row < rows) std::copy_n(table.begin() + row * cols, cols, want.begin() + i * cols);
+  }
+  const tensor embedded = poisoned(n, cols);
+  ops_.embedding(ints(ids), n, make(rows, cols, table), first_row, embedded);
   EXPECT_EQ(read(embedded), want);
 }
 

@@ -142,15 +142,20 @@ TEST_P(cuda_kernels, silu_and_mul_and_embedding) {
   ASSERT_EQ(cudaMalloc(&ids_dev, ids.size() * 4), cudaSuccess);
   cudaMemcpy(ids_dev, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice);
   for (int64_t cols : {896, 100, 13}) {  // vectorized (both types), f32 only, scalar
-    const int64_t vocab = 1000;
-    auto table = random(vocab * cols, 1.0f, 7);
-    void* out = poisoned(ids.size() * cols);
-    cuda::embedding(GetParam(), ids_dev, static_cast<int64_t>(ids.size()), upload(table), cols,
-                    out, nullptr);
-    const auto got = download(out, ids.size() * cols);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      for (int64_t j = 0; j < cols; ++j) {
-        ASSERT_EQ(got[i * cols + j], table[static_cast<size_t>(ids[i]) * cols + j]) << cols;
+    // The whole table, then a vocabulary-parallel rank's rows 100..599
+    // (ids outside them read as zeros).
+    for (const auto& [first_row, rows] : {std::pair<int64_t, int64_t>{0, 1000}, {100, 500}}) {
+      auto table = random(rows * cols, 1.0f, 7);
+      void* out = poisoned(ids.size() * cols);
+      cuda::embedding(GetParam(), ids_dev, static_cast<int64_t>(ids.size()), upload(table),
+                      first_row, rows, cols, out, nullptr);
+      const auto got = download(out, ids.size() * cols);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const int64_t row = ids[i] - first_row;
+        for (int64_t j = 0; j < cols; ++j) {
+          const float want = row >= 0 && row < rows ? table[static_cast<size_t>(row * cols + j)] : 0.0f;
+          ASSERT_EQ(got[i * cols + j], want) << cols << " first_row " << first_row;
+        }
       }
     }
   }

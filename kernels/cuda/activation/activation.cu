@@ -42,22 +42,39 @@ __global__ void silu_and_mul_vec_kernel(const T* gate_up, int64_t d, T* out) {
   store16(out + row * d + j, o);
 }
 
+// The table row of token `id`, or -1 when another rank holds it (ops::embedding).
+__device__ __forceinline__ int64_t table_row(int32_t id, int64_t first_row, int64_t rows) {
+  const int64_t r = static_cast<int64_t>(id) - first_row;
+  return r >= 0 && r < rows ? r : -1;
+}
+
 template <class T>
-__global__ void embedding_vec_kernel(const int32_t* ids, const T* table, int64_t cols, T* out) {
+__global__ void embedding_vec_kernel(const int32_t* ids, const T* table, int64_t first_row,
+                                     int64_t rows, int64_t cols, T* out) {
   pdl_begin();  // before any global memory access (launch.cuh)
   constexpr int width = vec16<T>::size;
   const int64_t row = blockIdx.y;
   const int64_t j = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * width;
   if (j >= cols) return;
-  store16(out + row * cols + j, load16(table + static_cast<int64_t>(ids[row]) * cols + j));
+  const int64_t src = table_row(ids[row], first_row, rows);
+  vec16<T> v;
+  if (src >= 0) {
+    v = load16(table + src * cols + j);
+  } else {
+    for (int e = 0; e < width; ++e) v.v[e] = from_float<T>(0.0f);
+  }
+  store16(out + row * cols + j, v);
 }
 
 template <class T>
-__global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t cols, T* out) {
+__global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t first_row,
+                                 int64_t rows, int64_t cols, T* out) {
   pdl_begin();  // before any global memory access (launch.cuh)
   const int64_t row = blockIdx.x;
-  const T* src = table + static_cast<int64_t>(ids[row]) * cols;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[row * cols + j] = src[j];
+  const int64_t src = table_row(ids[row], first_row, rows);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    out[row * cols + j] = src >= 0 ? table[src * cols + j] : from_float<T>(0.0f);
+  }
 }
 
 template <class T>
@@ -120,7 +137,7 @@ void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, 
 }
 
 void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const void* table,
-               int64_t cols, void* out, cudaStream_t stream) {
+               int64_t first_row, int64_t rows, int64_t cols, void* out, cudaStream_t stream) {
   if (num_tokens == 0) return;
   by_type(t, [&](auto tag) {
     using T = decltype(tag);
@@ -129,11 +146,11 @@ void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const voi
       const int64_t vecs = cols / width;
       const dim3 grid(static_cast<unsigned>((vecs + 127) / 128), static_cast<unsigned>(num_tokens));
       launch_pdl(embedding_vec_kernel<T>, grid, 128, 0, stream, ids,
-                 static_cast<const T*>(table), cols, static_cast<T*>(out));
+                 static_cast<const T*>(table), first_row, rows, cols, static_cast<T*>(out));
       return;
     }
     launch_pdl(embedding_kernel<T>, static_cast<unsigned>(num_tokens), 256, 0, stream,
-        ids, static_cast<const T*>(table), cols, static_cast<T*>(out));
+        ids, static_cast<const T*>(table), first_row, rows, cols, static_cast<T*>(out));
   });
   TROUPE_CUDA_CHECK_LAUNCH();
 }

@@ -13,9 +13,10 @@ namespace troupe::cuda {
 void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, void* out,
                   cudaStream_t stream);
 
-// out[i, :] = table[ids[i], :] (rows of `cols` elements).
+// out[i, :] = table[ids[i] - first_row, :] (rows of `cols` elements) where
+// that is one of the table's `rows` rows, else zeros (ops::embedding).
 void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const void* table,
-               int64_t cols, void* out, cudaStream_t stream);
+               int64_t first_row, int64_t rows, int64_t cols, void* out, cudaStream_t stream);
 
 }  // namespace troupe::cuda
 

@@ -1,0 +1,372 @@
+#include "actors/worker/load_runners.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "config/logging.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "parallel/cpu_group.h"
+#ifdef TROUPE_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_info.h"
+#include "parallel/nccl_communicator.h"
+#endif
+
+namespace troupe {
+
+namespace {
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+// What a rank has loaded before its runner is made.
+struct rank_state {
+  std::unique_ptr<ops> backend;
+  std::unique_ptr<communicator> comm;
+  std::unique_ptr<llama_model> model;
+  int64_t planned_blocks = 0;  // the memory plan's KV blocks (cuda), 0: none
+  std::unique_ptr<model_runner> runner;
+  std::string error;
+};
+
+// body(rank) for every rank: inline for one, else on a thread a rank.
+void for_each_rank(int size, const std::function<void(int)>& body) {
+  if (size == 1) {
+    body(0);
+    return;
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
+  for (std::thread& t : threads) t.join();
+}
+
+// The first rank's error, named by rank when there are several ranks.
+status first_error(const std::vector<rank_state>& ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].error.empty()) continue;
+    if (ranks.size() == 1) return make_error(ranks[r].error);
+    return make_error("tensor-parallel rank " + std::to_string(r) + ": " + ranks[r].error);
+  }
+  return {};
+}
+
+// TROUPE_DEBUG_TP_COMM=1: one rank still goes through a one-rank group
+// (its all-reduces run; on cuda through NCCL), so the group's code path is
+// exercised with one device.
+bool one_rank_group() {
+  const char* v = std::getenv("TROUPE_DEBUG_TP_COMM");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// The backend of `rank` (cuda: device `rank`) and the compute type.
+result<std::unique_ptr<ops>> make_backend(const engine_config& config, const model_config& model,
+                                          const engine_limits& limits, int rank, dtype& type) {
+  const int devices = visible_cuda_devices();
+  if (!wants_cuda(config)) {
+    if (config.dtype == "bfloat16" || config.dtype == "float16") {
+      return make_error("dtype '" + config.dtype + "' needs the cuda backend, and no CUDA device "
+                        "is visible (the cpu backend computes in float32)");
+    }
+    type = dtype::f32;
+    return std::unique_ptr<ops>(std::make_unique<cpu_ops>());
+  }
+  if (devices == 0) return make_error("backend cuda: no CUDA device is visible");
+  type = cuda_compute_type(config, model);
+#ifdef TROUPE_HAVE_CUDA
+  auto backend = std::make_unique<cuda_ops>(rank, limits.max_num_batched_tokens);
+  runner_limits step_limits;
+  step_limits.max_num_batched_tokens = limits.max_num_batched_tokens;
+  step_limits.max_num_seqs = limits.max_num_seqs;
+  step_limits.max_model_len = limits.max_model_len;
+  step_limits.num_speculative_tokens = limits.num_speculative_tokens;
+  // A step's attention sequences: its sequences, or a verify step's tokens
+  // (speculative decoding), each sampled once.
+  const int64_t attention_seqs = model_runner::max_attention_seqs(step_limits);
+  // Decode attention's split-KV partials: reserved before any forward pass.
+  backend->reserve_attention_workspace(attention_seqs, model.num_attention_heads, model.head_dim);
+  // The sampler's buffers at their steady-state sizes, so that growing one
+  // (which waits for the stream) never happens in the middle of serving.
+  backend->reserve_sampling(model_runner::logits_chunk_rows, attention_seqs, model.vocab_size);
+  // The pinned staging of a step's inputs, at the largest step's size (plus
+  // the sampler's parameters), so that no page-locked allocation (an
+  // implicit synchronisation) happens while serving.
+  step_limits.block_size = limits.block_size;
+  backend->reserve_staging(model_runner::input_bytes(step_limits) + (size_t{1} << 20));
+  return std::unique_ptr<ops>(std::move(backend));
+#else
+  (void)limits;
+  return make_error("backend cuda: this build has no CUDA backend");
+#endif
+}
+
+// The group's member of `rank` on its backend (null with one rank).
+// `nccl_id`: the group's id on cuda, made before the ranks start.
+result<std::unique_ptr<communicator>> join_group(
+    ops& backend, std::vector<std::unique_ptr<communicator>>& cpu_members,
+    const std::string& nccl_id, int rank, int size) {
+  if (backend.kind() == backend_kind::cpu) {
+    if (cpu_members.empty()) return std::unique_ptr<communicator>();
+    return std::move(cpu_members[static_cast<size_t>(rank)]);
+  }
+#ifdef TROUPE_HAVE_CUDA
+  if (nccl_id.empty()) return std::unique_ptr<communicator>();
+  auto comm = nccl_communicator::create(nccl_id, rank, size,
+                                        static_cast<cuda_ops&>(backend).stream());
+  if (!comm) return std::move(comm).take_error();
+  return std::unique_ptr<communicator>(std::move(comm.value()));
+#else
+  (void)nccl_id;
+  (void)size;
+  return make_error("backend cuda: this build has no CUDA backend");
+#endif
+}
+
+// The memory plan of one rank (cuda): its KV blocks, logged.
+status plan_rank_memory(const engine_config& config, const model_config& model,
+                        const engine_limits& limits, int64_t free_before, const std::string& who,
+                        rank_state& rank) {
+#ifdef TROUPE_HAVE_CUDA
+  gpu_memory_state m;
+  if (!cuda::memory_info(m.free, m.total)) return make_error("backend cuda: cudaMemGetInfo failed");
+  m.weights = free_before - m.free;
+  runner_limits planned;
+  planned.max_num_batched_tokens = limits.max_num_batched_tokens;
+  planned.max_num_seqs = limits.max_num_seqs;
+  planned.max_model_len = limits.max_model_len;
+  planned.block_size = limits.block_size;
+  planned.num_speculative_tokens = limits.num_speculative_tokens;
+  planned.max_loras = limits.max_loras;
+  // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
+  // graphs and the start-up tuning's scratch (the sampler's buffers are
+  // reserved before free_before: already counted).
+  m.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20);
+  auto blocks = plan_gpu_kv_blocks(m, config.gpu_memory_utilization, limits.kv_bytes_per_block,
+                                   limits.block_size, limits.max_model_len);
+  if (!blocks) return std::move(blocks).take_error();
+  rank.planned_blocks = *blocks;
+  get_logger("kv")->info(
+      "{}memory plan: {:.2f} GiB x gpu_memory_utilization {} = {:.2f} GiB; weights and "
+      "workspaces {:.2f} GiB, in use before them {:.2f} GiB, reserved {:.2f} GiB; KV cache "
+      "{:.2f} GiB",
+      who, double(m.total) / gib, config.gpu_memory_utilization,
+      double(m.total) * config.gpu_memory_utilization / gib, double(m.weights) / gib,
+      double(m.total - m.free - m.weights) / gib, double(m.reserved) / gib,
+      double(*blocks * limits.kv_bytes_per_block) / gib);
+  return {};
+#else
+  (void)config, (void)model, (void)limits, (void)free_before, (void)who, (void)rank;
+  return make_error("backend cuda: this build has no CUDA backend");
+#endif
+}
+
+// A rank's backend, group membership and weights (and its memory plan).
+status load_rank(const engine_config& config, const model_config& model,
+                 const engine_limits& limits, const checkpoint* ckpt,
+                 std::vector<std::unique_ptr<communicator>>& cpu_members,
+                 const std::string& nccl_id, int rank, int size, rank_state& out) {
+  auto log = get_logger("model");
+  const std::string who = size > 1 ? "rank " + std::to_string(rank) + ": " : "";
+  weight_source source;
+  source.ckpt = ckpt;
+  source.dummy_seed = config.seed;
+  auto made = make_backend(config, model, limits, rank, source.compute_type);
+  if (!made) return std::move(made).take_error();
+  out.backend = std::move(made.value());
+  if (rank == 0) {
+    log->info("backend {} ({})", out.backend->kind() == backend_kind::cuda ? "cuda" : "cpu",
+              dtype_name(source.compute_type));
+  }
+  auto joined = join_group(*out.backend, cpu_members, nccl_id, rank, size);
+  if (!joined) return std::move(joined).take_error();
+  out.comm = std::move(joined.value());
+  const auto start = std::chrono::steady_clock::now();
+  int64_t last_percent = -1;
+  auto progress = [&](int64_t done, int64_t total) {
+    const int64_t percent = done * 100 / total;
+    if (rank == 0 && (percent / 25 != last_percent / 25 || done == total)) {
+      log->info("loading weights: {}/{} tensors ({}%)", done, total, percent);
+      last_percent = percent;
+    }
+  };
+  int64_t free_before = 0, total = 0;
+#ifdef TROUPE_HAVE_CUDA
+  if (out.backend->kind() == backend_kind::cuda) cuda::memory_info(free_before, total);
+#endif
+  tensor_parallel tp;
+  tp.comm = out.comm.get();
+  tp.max_logits_rows = model_runner::logits_chunk_rows;
+  auto created = llama_model::create(model, *out.backend, source, limits.max_num_batched_tokens,
+                                     limits.max_model_len, tp, progress);
+  if (!created) return std::move(created).take_error();
+  out.model = std::move(created.value());
+  // LoRA slots are allocated with the weights (the memory plan counts them).
+  if (limits.max_loras > 0) out.model->enable_lora(limits.max_loras, config.max_lora_rank);
+  if (out.comm) log->info("tensor parallel {}", describe(out.model->layout(), model));
+  const std::vector<int> unpadded = unpadded_tp_sizes(model, std::max(size, 8));
+  if (out.comm && rank == 0 && std::find(unpadded.begin(), unpadded.end(), size) == unpadded.end()) {
+    std::string sizes;
+    for (int t : unpadded) sizes += (sizes.empty() ? "" : ", ") + std::to_string(t);
+    log->warn("tensor_parallel_size {} does not divide the model's heads or intermediate size: "
+              "padded with zero weights (computed, then discarded); sizes without padding: {}",
+              size, sizes);
+  }
+  log->info("{}weights {} in {:.2f} s ({})", who, ckpt ? "loaded" : "generated (dummy)",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+            model.architecture);
+  if (out.backend->kind() == backend_kind::cuda && limits.num_blocks == 0) {
+    return plan_rank_memory(config, model, limits, free_before, who, out);
+  }
+  return {};
+}
+
+// A rank's runner over its KV cache, and its CUDA graphs.
+void make_runner(const engine_config& config, const engine_limits& limits, bool log_graphs,
+                 rank_state& rank) {
+  runner_limits rl;
+  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
+  rl.max_num_seqs = limits.max_num_seqs;
+  rl.max_model_len = limits.max_model_len;
+  rl.block_size = limits.block_size;
+  rl.num_blocks = limits.num_blocks;
+  rl.num_cpu_blocks = limits.num_cpu_blocks;
+  rl.num_speculative_tokens = limits.num_speculative_tokens;
+  rl.max_loras = limits.max_loras;
+  rank.runner = std::make_unique<model_runner>(std::move(rank.backend), std::move(rank.model), rl,
+                                               std::move(rank.comm));
+  if (config.enforce_eager) return;
+  const auto capture_start = std::chrono::steady_clock::now();
+  const int64_t n = rank.runner->capture_graphs();
+  if (n == 0 || !log_graphs) return;
+  auto log = get_logger("model");
+  const auto& sizes = rank.runner->graph_sizes();
+  log->info("captured {} CUDA graphs for decode batches of {}..{} sequences in {:.2f} s", n,
+            sizes.front(), sizes.back(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_start).count());
+  // The summary at info, each shape's timings at debug.
+  if (const std::string tuned = rank.runner->tuning_report(); !tuned.empty()) {
+    const size_t eol = tuned.find('\n');
+    log->info("{}", tuned.substr(0, eol));
+    if (eol != std::string::npos) log->debug("{}", tuned.substr(eol + 1));
+  }
+}
+
+}  // namespace
+
+int visible_cuda_devices() {
+#ifdef TROUPE_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+int64_t visible_gpu_bytes() {
+  int64_t free_bytes = 0, total = 0;
+#ifdef TROUPE_HAVE_CUDA
+  if (visible_cuda_devices() == 0 || !cuda::memory_info(free_bytes, total)) return 0;
+#endif
+  return total;
+}
+
+bool wants_cuda(const engine_config& config) {
+  return config.backend == "cuda" || (config.backend == "auto" && visible_cuda_devices() > 0);
+}
+
+dtype cuda_compute_type(const engine_config& config, const model_config& model) {
+  if (config.dtype == "float32") return dtype::f32;
+  if (config.dtype == "bfloat16") return dtype::bf16;
+  if (config.dtype == "float16") return dtype::f16;
+  return model.torch_dtype == "float16" ? dtype::f16 : dtype::bf16;
+}
+
+result<std::vector<std::unique_ptr<model_runner>>> load_runners(const engine_config& config,
+                                                                const model_config& model,
+                                                                engine_limits& limits) {
+  const int size = static_cast<int>(config.tensor_parallel_size);
+  const bool grouped = size > 1 || one_rank_group();
+  if (const int devices = visible_cuda_devices(); wants_cuda(config) && devices > 0 && size > devices) {
+    return make_error("tensor_parallel_size " + std::to_string(size) + " needs " +
+                      std::to_string(size) + " CUDA devices (one a rank), and " +
+                      std::to_string(devices) + " are visible");
+  }
+  std::unique_ptr<checkpoint> ckpt;
+  if (config.load_format != "dummy") {
+    auto opened = checkpoint::open(config.model);
+    if (!opened) return std::move(opened).take_error();
+    ckpt = std::make_unique<checkpoint>(std::move(opened.value()));
+  }
+  std::vector<std::unique_ptr<communicator>> cpu_members;
+  std::string nccl_id;
+  if (grouped && !wants_cuda(config)) cpu_members = cpu_group::create(size);
+#ifdef TROUPE_HAVE_CUDA
+  if (grouped && wants_cuda(config) && visible_cuda_devices() > 0) {
+    auto id = nccl_unique_id();
+    if (!id) return std::move(id).take_error();
+    nccl_id = std::move(id.value());
+  }
+#endif
+  std::vector<rank_state> ranks(static_cast<size_t>(size));
+  for_each_rank(size, [&](int r) {
+    rank_state& rank = ranks[static_cast<size_t>(r)];
+    if (status s = load_rank(config, model, limits, ckpt.get(), cpu_members, nccl_id, r, size, rank);
+        !s.ok()) {
+      rank.error = s.error_message();
+      // The others may wait for this rank in a collective: end the group.
+      if (rank.comm) rank.comm->abort("rank " + std::to_string(r) + " failed to load");
+    }
+  });
+  if (status s = first_error(ranks); !s.ok()) return std::move(s).take_error();
+  if (limits.num_blocks == 0) {  // cuda: every rank holds the blocks the smallest plan allows
+    int64_t blocks = ranks[0].planned_blocks;
+    for (const rank_state& r : ranks) blocks = std::min(blocks, r.planned_blocks);
+    limits.num_blocks = blocks + 1;
+  }
+  for_each_rank(size, [&](int r) { make_runner(config, limits, r == 0, ranks[static_cast<size_t>(r)]); });
+  std::vector<std::unique_ptr<model_runner>> runners;
+  for (rank_state& r : ranks) runners.push_back(std::move(r.runner));
+  return runners;
+}
+
+result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_config& config,
+                                                               const model_config& model,
+                                                               int tp_size, int64_t gpu_bytes) {
+  engine_config c = config;
+  c.backend = "cuda";
+  c.tensor_parallel_size = tp_size;
+  auto limits = derive_engine_limits(c, model, true, gpu_bytes, "");
+  if (!limits) return std::move(limits).take_error();
+  runner_limits planned;
+  planned.max_num_batched_tokens = limits->max_num_batched_tokens;
+  planned.max_num_seqs = limits->max_num_seqs;
+  planned.max_model_len = limits->max_model_len;
+  planned.block_size = limits->block_size;
+  planned.num_speculative_tokens = limits->num_speculative_tokens;
+  planned.max_loras = limits->max_loras;
+  const dtype type = cuda_compute_type(c, model);
+  std::vector<rank_memory_estimate> ranks;
+  for (int r = 0; r < tp_size; ++r) {
+    auto layout = make_tp_layout(model, tp_size, r);
+    if (!layout) return std::move(layout).take_error();
+    rank_memory_estimate e;
+    const llama_model::footprint f = llama_model::memory_footprint(
+        model, *layout, type, limits->max_num_batched_tokens, limits->max_model_len,
+        model_runner::logits_chunk_rows);
+    e.layout = std::move(layout.value());
+    e.weights = f.weights;
+    e.workspace = f.workspace;
+    // As plan_rank_memory reserves, plus the context's estimate.
+    e.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20) +
+                 cuda_context_estimate_bytes;
+    e.kv_bytes_per_token = limits->kv_bytes_per_block / limits->block_size;
+    e.kv_bytes = static_cast<int64_t>(double(gpu_bytes) * config.gpu_memory_utilization) -
+                 e.weights - e.workspace - e.reserved;
+    e.kv_tokens = std::max<int64_t>(e.kv_bytes, 0) / limits->kv_bytes_per_block * limits->block_size;
+    ranks.push_back(std::move(e));
+  }
+  return ranks;
+}
+
+}  // namespace troupe

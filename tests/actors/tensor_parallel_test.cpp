@@ -1,0 +1,239 @@
+// Tensor parallelism at the worker: T model_runners on the CPU backend, a
+// thread a rank meeting in a cpu_group, each holding its part of the
+// fixture checkpoints (model/tp_layout.h), run the same plans (a batched
+// prefill with prompt logprobs, then decode steps; greedy, and sampled
+// with seeds). Checks:
+// - every rank answers with the same tokens and logprobs, bit for bit
+//   (the rule the worker group relies on);
+// - the answers match one rank holding everything within 1e-4 (float32
+//   sums in another order), for T = 2 and 4, and for T values that need
+//   padding: 3 (KV heads padded, intermediate padded, vocabulary
+//   replicated) and 8 on tiny-qwen2 (query heads padded in each group);
+// - dummy weights are the same logical weights for every T.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "actors/worker/model_runner.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+#include "parallel/cpu_group.h"
+
+#ifndef TROUPE_TEST_DATA
+#define TROUPE_TEST_DATA "tests/data"
+#endif
+
+namespace troupe {
+namespace {
+
+constexpr int64_t block_size = 16;
+constexpr int num_decode_steps = 6;
+
+std::string model_dir(const std::string& name) {
+  return std::string(TROUPE_TEST_DATA) + "/models/" + name;
+}
+
+// Rank r's runner of `size` (its part of the checkpoint, or dummy weights).
+std::unique_ptr<model_runner> make_rank(const model_config& cfg, const checkpoint* ckpt,
+                                        std::unique_ptr<communicator> comm) {
+  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
+  weight_source source;
+  source.ckpt = ckpt;
+  source.dummy_seed = 7;
+  runner_limits rl;
+  rl.max_num_batched_tokens = 256;
+  rl.max_num_seqs = 8;
+  rl.max_model_len = 64;
+  rl.block_size = block_size;
+  rl.num_blocks = 16;
+  tensor_parallel tp;
+  tp.comm = comm.get();
+  tp.max_logits_rows = model_runner::logits_chunk_rows;
+  auto model = llama_model::create(cfg, *backend, source, rl.max_num_batched_tokens,
+                                   rl.max_model_len, tp);
+  EXPECT_TRUE(static_cast<bool>(model)) << model.error_message();
+  return std::make_unique<model_runner>(std::move(backend), std::move(model.value()), rl,
+                                        std::move(comm));
+}
+
+// A batched prefill of three prompts (one greedy with prompt logprobs, two
+// sampled with seeds), then decode steps.
+std::vector<step_plan> plans() {
+  const std::vector<std::vector<int32_t>> prompts = {
+      {11, 402, 33, 874, 45}, {7, 7, 900, 12, 64, 301, 5, 88, 19}, {1000, 3, 512, 77, 2, 640, 9}};
+  std::vector<step_plan> out;
+  step_plan prefill;
+  prefill.step_id = 1;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    new_request_data d;
+    d.id = 1 + i;
+    d.token_ids = prompts[i];
+    d.num_prompt_tokens = static_cast<int64_t>(prompts[i].size());
+    d.params.temperature = i == 0 ? 0.0f : 1.0f;
+    d.params.logprobs = 5;
+    d.params.prompt_logprobs = i == 0 ? 5 : -1;
+    d.params.max_tokens = 32;
+    d.seed = 100 + i;
+    d.block_ids = {static_cast<int32_t>(1 + 2 * i), static_cast<int32_t>(2 + 2 * i)};
+    d.num_scheduled_tokens = d.num_prompt_tokens;
+    prefill.total_num_scheduled_tokens += d.num_scheduled_tokens;
+    prefill.new_requests.push_back(d);
+  }
+  out.push_back(prefill);
+  for (int s = 0; s < num_decode_steps; ++s) {
+    step_plan decode;
+    decode.step_id = 2 + s;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      cached_request_data c;
+      c.id = 1 + i;
+      c.num_scheduled_tokens = 1;
+      decode.cached_requests.push_back(c);
+      decode.total_num_scheduled_tokens += 1;
+    }
+    out.push_back(decode);
+  }
+  return out;
+}
+
+// Every rank's outputs of plans(), ranks on threads of their own.
+std::vector<std::vector<step_output>> run(const std::string& model, int size, bool dummy = false) {
+  auto cfg = load_model_config(model_dir(model));
+  EXPECT_TRUE(static_cast<bool>(cfg));
+  auto ckpt = checkpoint::open(model_dir(model));
+  EXPECT_TRUE(static_cast<bool>(ckpt));
+  auto members = cpu_group::create(size);
+  std::vector<std::vector<step_output>> outputs(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto runner = make_rank(cfg.value(), dummy ? nullptr : &ckpt.value(),
+                              size == 1 ? nullptr : std::move(members[static_cast<size_t>(r)]));
+      for (const step_plan& plan : plans()) outputs[static_cast<size_t>(r)].push_back(runner->execute(plan));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return outputs;
+}
+
+void expect_same_bits(const token_logprobs& a, const token_logprobs& b, const std::string& where) {
+  EXPECT_EQ(a.token_id, b.token_id) << where;
+  EXPECT_EQ(a.logprob, b.logprob) << where;
+  EXPECT_EQ(a.top_ids, b.top_ids) << where;
+  EXPECT_EQ(a.top_logprobs, b.top_logprobs) << where;
+}
+
+void expect_close(const token_logprobs& want, const token_logprobs& got, const std::string& where) {
+  EXPECT_EQ(want.token_id, got.token_id) << where;
+  EXPECT_NEAR(want.logprob, got.logprob, 1e-4) << where;
+  ASSERT_EQ(want.top_ids.size(), got.top_ids.size()) << where;
+  for (size_t k = 0; k < want.top_ids.size(); ++k) {
+    EXPECT_NEAR(want.top_logprobs[k], got.top_logprobs[k], 1e-4) << where << " top " << k;
+  }
+}
+
+// compare(a, b, where) over every logprob of two runs' outputs, step by step.
+template <class Compare>
+void compare_runs(const std::vector<step_output>& a, const std::vector<step_output>& b,
+                  Compare compare, const std::string& where) {
+  ASSERT_EQ(a.size(), b.size()) << where;
+  for (size_t s = 0; s < a.size(); ++s) {
+    ASSERT_EQ(a[s].outputs.size(), b[s].outputs.size()) << where;
+    for (size_t i = 0; i < a[s].outputs.size(); ++i) {
+      const sampled_output &x = a[s].outputs[i], &y = b[s].outputs[i];
+      const std::string at = where + " step " + std::to_string(s) + " request " + std::to_string(x.id);
+      ASSERT_EQ(x.id, y.id) << at;
+      ASSERT_EQ(x.token_ids, y.token_ids) << at;
+      ASSERT_EQ(x.logprobs.size(), y.logprobs.size()) << at;
+      for (size_t t = 0; t < x.logprobs.size(); ++t) compare(x.logprobs[t], y.logprobs[t], at);
+      ASSERT_EQ(x.prompt_logprobs.size(), y.prompt_logprobs.size()) << at;
+      for (size_t t = 0; t < x.prompt_logprobs.size(); ++t) {
+        compare(x.prompt_logprobs[t], y.prompt_logprobs[t], at + " prompt position " + std::to_string(t));
+      }
+    }
+  }
+}
+
+struct tp_case {
+  std::string model;
+  int size;
+};
+
+std::string case_name(const ::testing::TestParamInfo<tp_case>& info) {
+  std::string s = info.param.model + "_T" + std::to_string(info.param.size);
+  for (char& ch : s) {
+    if (ch == '-') ch = '_';
+  }
+  return s;
+}
+
+class tensor_parallel_ranks : public ::testing::TestWithParam<tp_case> {};
+
+TEST_P(tensor_parallel_ranks, agree_bit_for_bit_and_match_one_rank) {
+  const auto one = run(GetParam().model, 1);
+  const auto ranks = run(GetParam().model, GetParam().size);
+  ASSERT_EQ(one[0].size(), plans().size());
+  ASSERT_FALSE(one[0][0].outputs[0].prompt_logprobs.empty());
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    compare_runs(ranks[0], ranks[r], expect_same_bits, "rank " + std::to_string(r));
+  }
+  compare_runs(one[0], ranks[0], expect_close, "T=1 vs T=" + std::to_string(GetParam().size));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    fixtures, tensor_parallel_ranks,
+    ::testing::Values(tp_case{"tiny-llama", 2}, tp_case{"tiny-llama", 4},
+                      tp_case{"tiny-llama", 3},      // KV heads and intermediate padded
+                      tp_case{"tiny-llama-mha", 3},  // 8 KV heads padded to 9
+                      tp_case{"tiny-qwen2", 2}, tp_case{"tiny-qwen2", 4},
+                      tp_case{"tiny-qwen2", 8},  // query heads padded in each group
+                      tp_case{"tiny-qwen3", 2}, tp_case{"tiny-qwen3", 4}),
+    case_name);
+
+// llama_model::memory_footprint (the dry run's plan) is what create
+// allocates, for every rank of every T.
+TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
+  for (const std::string name : {"tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"}) {
+    auto cfg = load_model_config(model_dir(name));
+    ASSERT_TRUE(static_cast<bool>(cfg));
+    for (int size : {1, 2, 3, 4, 8}) {
+      auto members = cpu_group::create(size);
+      for (int r = 0; r < size; ++r) {
+        cpu_ops backend;
+        weight_source source;  // dummy
+        tensor_parallel tp;
+        tp.comm = members[static_cast<size_t>(r)].get();
+        tp.max_logits_rows = 64;
+        auto model = llama_model::create(cfg.value(), backend, source, 100, 80, tp);
+        ASSERT_TRUE(static_cast<bool>(model));
+        const auto f = llama_model::memory_footprint(cfg.value(), model.value()->layout(),
+                                                     dtype::f32, 100, 80, 64);
+        EXPECT_EQ(f.weights + f.workspace, backend.allocated_bytes())
+            << name << " T=" << size << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(tensor_parallel_dummy, dummy_weights_are_the_same_for_every_t) {
+  // The prompt tokens' logprobs (the sampled tokens may part at near-ties:
+  // dummy weights give nearly flat distributions). They spread over about
+  // 1e-2 (unit-RMS hidden states, weights of 1e-3); weights that differed
+  // by T would move them by far more than the bound.
+  const auto prompt_logprobs = [](const std::vector<std::vector<step_output>>& run) {
+    std::vector<float> out;
+    for (const token_logprobs& lp : run[0][0].outputs[0].prompt_logprobs) out.push_back(lp.logprob);
+    return out;
+  };
+  const auto one = prompt_logprobs(run("tiny-llama", 1, true));
+  ASSERT_EQ(one.size(), 4u);
+  for (int size : {2, 3}) {
+    const auto got = prompt_logprobs(run("tiny-llama", size, true));
+    ASSERT_EQ(got.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(got[i], one[i], 1e-5) << "T=" << size;
+  }
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,71 @@
+// `troupe serve --dry-run` on Llama-3.1-70B's config (examples/models):
+// the per-rank memory plan for T = 1, 2, 4, 8 without loading anything.
+// The reference is the model's published parameter count (70,553,706,496,
+// bfloat16): one rank holds it all, and a rank of T holds 1/T of every
+// sharded weight plus the replicated norms ((2 x 80 + 1) x 8192 values).
+// The KV cache a token takes on a rank: K and V of 80 layers, the rank's
+// 8 / T KV heads of 128.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "tests/cli/cli_runner.h"
+
+namespace troupe::testing {
+namespace {
+
+constexpr int64_t params_70b = 70'553'706'496;
+constexpr int64_t replicated_norms = (2 * 80 + 1) * 8192;
+
+std::string model_70b() { return std::string(TROUPE_TEST_DATA) + "/../../examples/models/llama-3.1-70b"; }
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+int64_t rank_weight_bytes(int t) { return 2 * ((params_70b - replicated_norms) / t + replicated_norms); }
+
+run_result dry_run(const std::string& t, const std::string& max_model_len) {
+  return run_troupe({"serve", "--model", model_70b(), "--tensor-parallel-size", t,
+                     "--max-model-len", max_model_len, "--dry-run", "--gpu-memory-gib", "80"});
+}
+
+TEST(dry_run, llama_70b_per_rank_memory_for_t_2_4_8) {
+  for (int t : {2, 4, 8}) {
+    const run_result r = dry_run(std::to_string(t), "8192");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("nothing loaded or allocated"), std::string::npos) << r.out;
+    for (int rank = 0; rank < t; ++rank) {
+      const std::string line = "rank " + std::to_string(rank) + ": weights " +
+                               gib(rank_weight_bytes(t)) + " GiB";
+      EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+    }
+    EXPECT_EQ(r.out.find("rank " + std::to_string(t) + ":"), std::string::npos) << r.out;
+    const std::string per_token = "(" + std::to_string(2 * 80 * (8 / t) * 128 * 2) + " bytes a token)";
+    EXPECT_NE(r.out.find(per_token), std::string::npos) << per_token << "\n" << r.out;
+    EXPECT_NE(r.out.find("fits\n"), std::string::npos) << r.out;
+  }
+}
+
+TEST(dry_run, the_table_of_sizes_and_what_does_not_fit) {
+  const run_result r = dry_run("1", "8192");
+  // 131.42 GiB of weights on an 80 GiB GPU: exit 1, said plainly.
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(gib(2 * params_70b), "131.42");
+  EXPECT_NE(r.out.find("rank 0: weights 131.42 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("does NOT fit one sequence of max_model_len"), std::string::npos) << r.out;
+  for (int t : {1, 2, 4, 8}) {
+    char row[64];
+    std::snprintf(row, sizeof row, "  %-4d %-18s", t, gib(rank_weight_bytes(t)).c_str());
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  }
+  // --gpu-memory-gib belongs to the dry run.
+  const run_result bad = run_troupe({"serve", "--model", model_70b(), "--gpu-memory-gib", "80"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--gpu-memory-gib: only with --dry-run"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace troupe::testing
