@@ -13,7 +13,9 @@
 #include "actors/drafter/drafter_actor.h"
 #include "actors/request/request_actor.h"
 #include "actors/scheduler/scheduler_actor.h"
+#include "actors/system_config.h"
 #include "actors/worker/load_runners.h"
+#include "actors/worker/remote_stages.h"
 #include "actors/worker/worker_actor.h"
 #include "config/logging.h"
 #include "config/speculative_config.h"
@@ -29,13 +31,6 @@ namespace {
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
-class actor_config : public caf::actor_system_config {
- public:
-  actor_config() {
-    add_message_types<caf::id_block::troupe>();
-    set("logger.verbosity", caf::atom("quiet"));
-  }
-};
 
 }  // namespace
 
@@ -78,8 +73,14 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
     if (!layout) return std::move(layout).take_error();
     kv_heads = layout->kv_heads;
   }
-  l.kv_bytes_per_block =
-      2 * model.num_hidden_layers * config.block_size * kv_heads * model.head_dim * element_bytes;
+  // Pipeline stages hold their layers' KV: the most a stage holds.
+  int64_t layers = 0;
+  const auto stages = static_cast<int>(config.pipeline_parallel_size);
+  for (int s = 0; s < stages; ++s) {
+    const stage_layers held = pipeline_stage_layers(model.num_hidden_layers, stages, s);
+    layers = std::max(layers, held.end - held.begin);
+  }
+  l.kv_bytes_per_block = 2 * layers * config.block_size * kv_heads * model.head_dim * element_bytes;
   const int64_t blocks_per_seq = (l.max_model_len + l.block_size - 1) / l.block_size;
   l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
   if (config.num_gpu_blocks_override) {
@@ -136,10 +137,16 @@ struct engine::impl {
   model_config model;
   engine_limits limits;
   std::shared_ptr<const tokenizer> tok;
-  actor_config cfg;
+  std::unique_ptr<troupe_system_config> cfg;
+  // Pipeline stages in several processes: the rendezvous the workers
+  // watch, and stage 0's pipe inboxes.
+  std::unique_ptr<stage_rendezvous> rendezvous;
+  std::vector<caf::actor> inboxes;
   std::unique_ptr<caf::actor_system> system;
   caf::actor scheduler, block_manager, worker;
-  std::vector<caf::actor> ranks;  // with tensor parallelism: each rank's worker (`worker` their group)
+  std::vector<caf::actor> ranks;  // each rank's worker (`worker`: their group when several)
+  size_t num_local_ranks = 0;     // ranks[0 .. num_local_ranks): this process's
+  std::shared_ptr<worker_health> health;
   std::atomic<request_id> next_id{1};
   std::mutex mutex;
   std::unordered_map<request_id, caf::actor> live;  // request actors, cut off at shutdown
@@ -197,8 +204,23 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                             config.max_num_batched_tokens
                                 ? ""
                                 : (config.offline ? " (default, offline)" : " (default)"));
-  auto runners = load_runners(config, *model, *limits);
-  if (!runners) return std::move(runners).take_error();
+  auto p = std::make_unique<impl>();
+  // With distributed_port the workers of the other stages meet this
+  // process through CAF's network layer (actors/worker/remote_stages.h).
+  const bool distributed = config.distributed_port > 0;
+  p->cfg = std::make_unique<troupe_system_config>(distributed);
+  p->system = std::make_unique<caf::actor_system>(*p->cfg);
+  result<std::vector<std::unique_ptr<model_runner>>> runners = make_error("");
+  if (distributed) {
+    auto head = start_head_stage(*p->system, config, *model, *limits);
+    if (!head) return std::move(head).take_error();
+    p->rendezvous = std::move(head->rendezvous);
+    p->inboxes = std::move(head->inboxes);
+    runners = std::move(head->runners);
+  } else {
+    runners = load_runners(config, *model, *limits);
+    if (!runners) return std::move(runners).take_error();
+  }
   // The KV cache is sized now (on cuda by the memory plan).
   limits->max_waiting_tokens = config.max_waiting_tokens.value_or(
       std::max(limits->max_model_len, 4 * (limits->num_blocks - 1) * limits->block_size));
@@ -209,7 +231,6 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
       double(limits->num_blocks * limits->kv_bytes_per_block) / gib, limits->max_model_len,
       double((limits->num_blocks - 1) * limits->block_size) / double(limits->max_model_len));
   for (auto& runner : runners.value()) runner->set_lora_registry(loras);
-  auto p = std::make_unique<impl>();
   p->loras = loras;
   p->model = *model;
   p->limits = *limits;
@@ -219,19 +240,43 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
     get_logger("model")->info("no tokenizer (no tokenizer.json in '{}'): prompts are token ids "
                               "and outputs carry no text", config.model);
   }
-  p->system = std::make_unique<caf::actor_system>(p->cfg);
   // Async scheduling needs the backend to sample where the logits are (so
   // that a step's tokens can feed the next step before the host sees them)
   // and to launch asynchronously (cuda).
   const bool overlap = config.async_scheduling && runners.value()[0]->can_overlap();
   get_logger("engine")->info("async scheduling: {}", overlap ? "on (steps overlap)"
                                                            : "off (lockstep steps)");
+  p->health = std::make_shared<worker_health>();
+  std::vector<std::shared_ptr<model_runner>> local;
   for (auto& runner : runners.value()) {
-    p->ranks.push_back(p->system->spawn<caf::detached>(
-        worker_actor, std::shared_ptr<model_runner>(std::move(runner)), overlap));
+    local.emplace_back(std::move(runner));
+    p->ranks.push_back(p->system->spawn<caf::detached>(worker_actor, local.back(), overlap,
+                                                       static_cast<int>(p->ranks.size())));
   }
-  p->worker = p->ranks.size() == 1 ? p->ranks[0]
-                                   : p->system->spawn(worker_group_actor, p->ranks);
+  p->num_local_ranks = p->ranks.size();
+  if (distributed) {
+    auto remote = p->rendezvous->wait_ready(std::chrono::seconds(config.distributed_timeout));
+    if (!remote) {
+      for (const caf::actor& a : p->ranks) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      for (const caf::actor& a : p->inboxes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      p->rendezvous.reset();
+      return std::move(remote).take_error();
+    }
+    p->ranks.insert(p->ranks.end(), remote->begin(), remote->end());
+    get_logger("engine")->info("pipeline stages ready: {} rank(s) here, {} in worker processes",
+                               local.size(), remote->size());
+  }
+  if (p->ranks.size() == 1) {
+    p->worker = p->ranks[0];
+  } else {
+    worker_group_hooks hooks;
+    hooks.health = p->health;
+    hooks.abort_ranks = [local](const std::string& reason) {
+      for (const auto& runner : local) runner->abort_groups(reason);
+    };
+    p->worker = p->system->spawn(worker_group_actor, p->ranks,
+                                 static_cast<int>(config.pipeline_parallel_size), std::move(hooks));
+  }
   p->block_manager = p->system->spawn(block_manager_actor, limits->num_blocks,
                                      limits->block_size, config.enable_prefix_caching,
                                      limits->num_cpu_blocks);
@@ -288,7 +333,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
     host_cache.protect = [loras](std::vector<int64_t> ids) { loras->protect(std::move(ids)); };
   }
   p->scheduler = p->system->spawn(scheduler_actor, sl, p->block_manager, p->worker, drafter,
-                                  std::move(host_cache));
+                                  std::move(host_cache), p->health);
   if (loras) {
     loras->set_on_loaded([scheduler = p->scheduler] {
       caf::anon_send(scheduler, atoms::lora_read_v);
@@ -311,8 +356,15 @@ engine::~engine() {
   caf::anon_send_exit(impl_->scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->block_manager, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
-  for (const caf::actor& rank : impl_->ranks) {
-    caf::anon_send_exit(rank, caf::exit_reason::user_shutdown);
+  for (size_t r = 0; r < impl_->num_local_ranks; ++r) {
+    caf::anon_send_exit(impl_->ranks[r], caf::exit_reason::user_shutdown);
+  }
+  for (const caf::actor& box : impl_->inboxes) caf::anon_send_exit(box, caf::exit_reason::user_shutdown);
+  if (impl_->rendezvous) {
+    // The worker processes stop their own ranks; the rendezvous goes after
+    // they answered (they watch it).
+    impl_->rendezvous->stop_workers(*impl_->system, std::chrono::seconds(5));
+    impl_->rendezvous.reset();
   }
   impl_->system->await_all_actors_done();
 }
@@ -403,6 +455,8 @@ engine_stats engine::stats() {
       .receive([&](const engine_stats& s) { out = s; }, [](const caf::error&) {});
   return out;
 }
+
+const worker_health& engine::health() const { return *impl_->health; }
 
 const model_config& engine::model() const { return impl_->model; }
 const engine_limits& engine::limits() const { return impl_->limits; }

@@ -15,6 +15,7 @@
 #include "actors/messages.h"
 #include "actors/request/request_metrics.h"
 #include "actors/request/request_sink.h"
+#include "actors/worker/worker_health.h"
 #include "common/result.h"
 #include "config/engine_config.h"
 #include "model/lora_registry.h"
@@ -114,6 +115,9 @@ class engine {
   request_metrics_snapshot metrics() const;
 
   const model_config& model() const;
+  // Whether every worker rank is there (a lost rank: the server answers
+  // 503 and /health reports it). Thread-safe.
+  const worker_health& health() const;
   const engine_limits& limits() const;
   // The tokenizer (from `tokenizer`, else the model folder when it has a
   // tokenizer.json), or null: then prompts are token ids and outputs carry

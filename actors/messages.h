@@ -1,7 +1,8 @@
 // Every message exchanged by troupe's actors, in one CAF type-ID block.
 // PROTOCOL.md beside this file says who sends what to whom, when, and who
-// owns the payload. All messages are local to the process; the inspect
-// functions exist for CAF's type system and for readable debug logs.
+// owns the payload. Most messages are local to the process; with pipeline
+// stages in several processes, the plans, outputs and the stages' messages
+// below cross CAF's network layer, serialized by the inspect functions.
 #pragma once
 
 #include <caf/all.hpp>
@@ -71,6 +72,9 @@ struct request_output {
   std::vector<token_logprobs> prompt_logprobs;  // new prompt positions (>= 1) when asked
   finish_reason finish = finish_reason::none;
   std::string error;  // finish == error: why
+  // finish == error because the engine's workers are gone (a lost rank):
+  // the server answers 503, not 400.
+  bool unavailable = false;
   int64_t num_prompt_tokens = 0;
   // Filled by the request actor when the engine has a tokenizer: the text
   // these tokens add (complete UTF-8, stop strings removed).
@@ -307,6 +311,41 @@ struct draft_proposals {
   std::vector<std::vector<int32_t>> tokens;
 };
 
+// Pipeline stages in several processes (docs/parallelism.md). A stage's
+// activations to the next stage's inbox (actor_pipe, CPU backend): a
+// hidden-state or residual tensor of rank `from`, float32.
+struct pipe_activations {
+  int32_t from = 0;
+  std::vector<float> data;
+};
+
+// `troupe worker` -> the head's rendezvous: a process that will run a
+// pipeline stage. `checks` are "key=value" lines (build, model, sizes and
+// limits) the head compares with its own; `inboxes` are the stage's ranks'
+// pipe inboxes (actor_pipe), one per tensor-parallel rank.
+struct worker_hello {
+  int32_t stage = -1;  // asked for (--rank-offset / T); -1: the head picks
+  std::vector<std::string> checks;
+  std::vector<caf::actor> inboxes;
+};
+
+// The rendezvous' reply to worker_hello, once every stage has said hello:
+// the stage to run and every rank's inbox (stage-major), or why not.
+struct worker_welcome {
+  int32_t stage = -1;
+  std::vector<caf::actor> inboxes;
+  std::string error;  // refused (a mismatch, a stage taken): the worker exits
+};
+
+// `troupe worker` -> the rendezvous: its stage is loaded; its ranks'
+// worker actors (stage-major within the stage), or why it failed.
+struct worker_ready {
+  int32_t stage = -1;
+  std::vector<caf::actor> ranks;
+  std::string error;
+  caf::actor control;  // the worker process's own actor (shutdown)
+};
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.n, x.temperature, x.top_p, x.top_k,
@@ -336,7 +375,8 @@ typename Inspector::result_type inspect(Inspector& f, abort_request_msg& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_output& x) {
   return f(caf::meta::type_name("request_output"), x.id, x.new_token_ids, x.logprobs,
-           x.prompt_logprobs, x.finish, x.error, x.num_prompt_tokens, x.text, x.stop_reason);
+           x.prompt_logprobs, x.finish, x.error, x.unavailable, x.num_prompt_tokens, x.text,
+           x.stop_reason);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kv_rollback& x) {
@@ -426,6 +466,22 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, draft_proposals& x) {
   return f(caf::meta::type_name("draft_proposals"), x.ids, x.tokens);
 }
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipe_activations& x) {
+  return f(caf::meta::type_name("pipe_activations"), x.from, x.data);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_hello& x) {
+  return f(caf::meta::type_name("worker_hello"), x.stage, x.checks, x.inboxes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_welcome& x) {
+  return f(caf::meta::type_name("worker_welcome"), x.stage, x.inboxes, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_ready& x) {
+  return f(caf::meta::type_name("worker_ready"), x.stage, x.ranks, x.error, x.control);
+}
 
 }  // namespace troupe
 
@@ -453,14 +509,24 @@ CAF_ADD_TYPE_ID(troupe, (troupe::step_output))
 CAF_ADD_TYPE_ID(troupe, (troupe::engine_stats))
 CAF_ADD_TYPE_ID(troupe, (troupe::draft_sync))
 CAF_ADD_TYPE_ID(troupe, (troupe::draft_proposals))
+CAF_ADD_TYPE_ID(troupe, (troupe::pipe_activations))
+CAF_ADD_TYPE_ID(troupe, (troupe::worker_hello))
+CAF_ADD_TYPE_ID(troupe, (troupe::worker_welcome))
+CAF_ADD_TYPE_ID(troupe, (troupe::worker_ready))
 // Atoms: get_stats (anyone -> scheduler; reply engine_stats); log_stats
 // (scheduler -> itself, every 5 s); step (scheduler -> itself: a retry after a transaction scheduled nothing);
 // flush (scheduler -> worker: finish the launched steps and answer them);
 // lora_read (the LoRA registry's loader thread -> scheduler: an
-// adapter's read ended, requests waiting for it may be admitted).
+// adapter's read ended, requests waiting for it may be admitted);
+// stage_results (worker group -> the workers of pipeline stages before the
+// last, with the last stage's step_output: its tokens join their requests);
+// shutdown (the head's engine, stopping -> each `troupe worker` process;
+// reply: shutdown, then the worker exits 0).
 CAF_ADD_ATOM(troupe, troupe::atoms, get_stats, "get_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, log_stats, "log_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, step, "step")
 CAF_ADD_ATOM(troupe, troupe::atoms, flush, "flush")
 CAF_ADD_ATOM(troupe, troupe::atoms, lora_read, "lora_read")
+CAF_ADD_ATOM(troupe, troupe::atoms, stage_results, "stage_res")
+CAF_ADD_ATOM(troupe, troupe::atoms, shutdown, "shutdown")
 CAF_END_TYPE_ID_BLOCK(troupe)

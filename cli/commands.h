@@ -14,6 +14,7 @@ int run_detokenize(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);  // cli/bench/
 int run_make_lora(const std::vector<std::string>& args);
+int run_worker(const std::vector<std::string>& args);  // a pipeline stage for a head
 
 // Prints "troupe: error: <message>" to stderr.
 void print_error(const std::string& message);

@@ -57,20 +57,28 @@ int run_dry_run(const engine_config& config, const model_config& model, double g
               model.architecture.c_str(), static_cast<long long>(model.num_hidden_layers),
               dtype_name(cuda_compute_type(cuda_config, model)),
               static_cast<long long>(max_model_len), config.gpu_memory_utilization, gpu_gib);
-  std::printf("tensor_parallel_size %d (configured):\n", size);
-  for (const rank_memory_estimate& r : ranks) {
-    std::printf("  rank %d: weights %.2f GiB, workspace %.2f GiB, reserved %.2f GiB, KV cache "
-                "%.2f GiB = %lld tokens (%lld bytes a token); %s\n",
-                r.layout.rank, r.weights / gib, r.workspace / gib, r.reserved / gib,
-                r.kv_bytes / gib, static_cast<long long>(r.kv_tokens),
-                static_cast<long long>(r.kv_bytes_per_token), heads(r.layout, model).c_str());
+  const auto stages = static_cast<int>(config.pipeline_parallel_size);
+  std::printf("tensor_parallel_size %d x pipeline_parallel_size %d (configured):\n", size, stages);
+  for (size_t g = 0; g < ranks.size(); ++g) {
+    const rank_memory_estimate& r = ranks[g];
+    std::string stage;
+    if (stages > 1) {
+      stage = "; stage " + std::to_string(r.stage) + ": layers " + std::to_string(r.layers.begin) +
+              ".." + std::to_string(r.layers.end - 1);
+    }
+    std::printf("  rank %zu: weights %.2f GiB, workspace %.2f GiB, reserved %.2f GiB, KV cache "
+                "%.2f GiB = %lld tokens (%lld bytes a token); %s%s\n",
+                g, r.weights / gib, r.workspace / gib, r.reserved / gib, r.kv_bytes / gib,
+                static_cast<long long>(r.kv_tokens), static_cast<long long>(r.kv_bytes_per_token),
+                heads(r.layout, model).c_str(), stage.c_str());
   }
   const int64_t tokens = kv_tokens(ranks);
   const bool fits = tokens >= max_model_len;
   std::printf("  KV cache: %lld tokens on every rank, %.2fx max_model_len: %s\n",
               static_cast<long long>(tokens), double(tokens) / double(max_model_len),
               fits ? "fits" : "does NOT fit one sequence of max_model_len");
-  std::printf("other sizes (rank 0; reserved includes %.2f GiB estimated for the CUDA context):\n",
+  std::printf("other tensor_parallel_size values (rank 0; reserved includes %.2f GiB "
+              "estimated for the CUDA context):\n",
               cuda_context_estimate_bytes / gib);
   std::printf("  %-4s %-18s %-18s %-12s %s\n", "T", "weights/rank GiB", "KV cache/rank GiB",
               "KV tokens", "max_model_len");

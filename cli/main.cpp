@@ -28,6 +28,8 @@ constexpr const char* usage =
     "  detokenize troupe detokenize --tokenizer DIR --ids 1,2,3 [--skip-special-tokens]\n"
     "  serve      the OpenAI-compatible HTTP server (see docs/server.md):\n"
     "             troupe serve --model DIR [--config FILE] [--<config-key> VALUE]...\n"
+    "  worker     one pipeline stage for a head in another process (docs/parallelism.md):\n"
+    "             troupe worker --connect HOST:PORT [--rank-offset R] --model DIR [--<config-key> VALUE]...\n"
     "  bench      benchmarks (see docs/bench.md): troupe bench serve|throughput|latency ...\n"
     "  make-lora  random PEFT LoRA adapters for a model (benchmarks; docs/lora.md):\n"
     "             troupe make-lora --model DIR --out DIR [--rank 16] [--alpha 32]\n"
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
   if (command == "serve") return troupe::run_serve(args);
   if (command == "bench") return troupe::run_bench(args);
   if (command == "make-lora") return troupe::run_make_lora(args);
+  if (command == "worker") return troupe::run_worker(args);
   troupe::print_error("unknown command '" + command + "'\n" + troupe::usage);
   return 2;
 }

@@ -123,12 +123,26 @@ void check_scheduler_section(const engine_config& c, const model_config* model,
 
 void check_execution_section(const engine_config& c, problem_list& out) {
   // Any T runs (heads that T does not divide are padded: model/tp_layout.h).
-  const int64_t tp = c.tensor_parallel_size;
-  if (check_at_least_one("tensor_parallel_size", tp, out) && tp > 1 && c.enable_lora) {
-    out.push_back("tensor_parallel_size: " + std::to_string(tp) +
-                  " with enable_lora is not supported yet (LoRA runs with "
-                  "tensor_parallel_size 1)");
+  for (const auto& [key, size] : {std::pair<const char*, int64_t>{"tensor_parallel_size",
+                                                                 c.tensor_parallel_size},
+                                  {"pipeline_parallel_size", c.pipeline_parallel_size}}) {
+    if (check_at_least_one(key, size, out) && size > 1 && c.enable_lora) {
+      out.push_back(std::string(key) + ": " + std::to_string(size) +
+                    " with enable_lora is not supported yet (LoRA runs with " + key + " 1)");
+    }
   }
+  if (c.distributed_port < 0 || c.distributed_port > 65535) {
+    out.push_back("distributed_port: " + std::to_string(c.distributed_port) +
+                  " is not a TCP port (0..65535; 0: one process)");
+  } else if (c.distributed_port > 0 && c.pipeline_parallel_size < 2) {
+    out.push_back("distributed_port: the head runs pipeline stage 0 and waits for a worker per "
+                  "other stage, and pipeline_parallel_size is " +
+                  std::to_string(c.pipeline_parallel_size));
+  } else if (c.distributed_port > 0 && c.backend == "cuda") {
+    out.push_back("distributed_port: pipeline stages in several processes run on the cpu backend "
+                  "only so far (NCCL between processes is not wired yet)");
+  }
+  check_at_least_one("distributed_timeout", c.distributed_timeout, out);
   parse_speculative_config(c.speculative_config, out);
 }
 

@@ -78,6 +78,13 @@ struct engine_config {
   // logits are); false: lockstep.
   bool async_scheduling = true;
   int64_t tensor_parallel_size = 1;
+  int64_t pipeline_parallel_size = 1;
+  // Pipeline stages in several processes (docs/parallelism.md): the head
+  // (`troupe serve`) runs stage 0 and waits on distributed_host:port for a
+  // `troupe worker --connect` per other stage; port 0: one process.
+  std::string distributed_host = "127.0.0.1";
+  int64_t distributed_port = 0;
+  int64_t distributed_timeout = 300;  // seconds to wait for the workers (and for the head)
   // speculative_config as written (a mapping of scalars), empty when unset;
   // its typed, validated view: config/speculative_config.h.
   std::map<std::string, std::string> speculative_config;

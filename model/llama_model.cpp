@@ -85,25 +85,34 @@ void upload_part(ops& backend, const weight_load& load, const std::vector<float>
 }  // namespace
 
 llama_model::llama_model(const model_config& config, ops& backend, int64_t max_num_tokens,
-                         dtype type, tp_layout layout, communicator* comm)
+                         dtype type, tp_layout layout, const model_parallel& parallel)
     : config_(config),
       ops_(backend),
       layout_(std::move(layout)),
-      comm_(comm),
+      comm_(parallel.tp),
+      pp_(parallel.pp),
+      stage_(pipeline_stage_layers(config.num_hidden_layers, pp_ ? pp_->size() : 1,
+                                   pp_ ? pp_->rank() : 0)),
       max_num_tokens_(max_num_tokens),
       type_(type) {}
 
 result<std::unique_ptr<llama_model>> llama_model::create(
     const model_config& config, ops& backend, const weight_source& source,
-    int64_t max_num_tokens, int64_t max_position, const tensor_parallel& tp,
+    int64_t max_num_tokens, int64_t max_position, const model_parallel& parallel,
     const std::function<void(int64_t, int64_t)>& progress) {
-  auto layout = make_tp_layout(config, tp.comm ? tp.comm->size() : 1, tp.comm ? tp.comm->rank() : 0);
+  const communicator* tp = parallel.tp;
+  auto layout = make_tp_layout(config, tp ? tp->size() : 1, tp ? tp->rank() : 0);
   if (!layout) return std::move(layout).take_error();
+  if (parallel.pp != nullptr && parallel.pp->size() > config.num_hidden_layers) {
+    return make_error("pipeline_parallel_size " + std::to_string(parallel.pp->size()) +
+                      " is more than the model's " + std::to_string(config.num_hidden_layers) +
+                      " layers");
+  }
   std::unique_ptr<llama_model> model(new llama_model(
-      config, backend, max_num_tokens, source.compute_type, std::move(layout.value()), tp.comm));
+      config, backend, max_num_tokens, source.compute_type, std::move(layout.value()), parallel));
   if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
   model->allocate_workspace();
-  model->allocate_logits_workspace(tp.max_logits_rows);
+  if (model->is_last_stage()) model->allocate_logits_workspace(parallel.max_logits_rows);
   model->build_rope(max_position);
   return model;
 }
@@ -133,18 +142,26 @@ status llama_model::load_weights(const weight_source& source,
                      int64_t first, int64_t rows, std::vector<shard_run> runs) {
     loads.push_back({name, std::move(shape), dst.row_slice(first, rows), false, std::move(runs)});
   };
+  // The first stage embeds, the last holds the final norm and LM head
+  // (tied: the embedding's rows, loaded again where the stages differ).
   const std::vector<shard_run> vocab_runs = {{0, l.vocab_begin, l.vocab}};
-  add("model.embed_tokens.weight", {config_.vocab_size, h}, l.vocab, h, embed_tokens_, false,
-      vocab_runs);
-  replicated("model.norm.weight", h, final_norm_);
-  if (config_.tie_word_embeddings) {
-    lm_head_ = embed_tokens_;
-  } else {
-    add("lm_head.weight", {config_.vocab_size, h}, l.vocab, h, lm_head_, false, vocab_runs);
+  const std::vector<int64_t> vocab_shape = {config_.vocab_size, h};
+  const bool first_stage = stage_.begin == 0;
+  if (first_stage) {
+    add("model.embed_tokens.weight", vocab_shape, l.vocab, h, embed_tokens_, false, vocab_runs);
   }
-  layers_.resize(static_cast<size_t>(config_.num_hidden_layers));
-  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    layer_weights& w = layers_[static_cast<size_t>(i)];
+  if (is_last_stage()) {
+    replicated("model.norm.weight", h, final_norm_);
+    if (config_.tie_word_embeddings && first_stage) {
+      lm_head_ = embed_tokens_;
+    } else {
+      add(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+          vocab_shape, l.vocab, h, lm_head_, false, vocab_runs);
+    }
+  }
+  layers_.resize(static_cast<size_t>(stage_.end - stage_.begin));
+  for (int64_t i = stage_.begin; i < stage_.end; ++i) {
+    layer_weights& w = layers_[static_cast<size_t>(i - stage_.begin)];
     replicated(layer_name(i, "input_layernorm.weight"), h, w.input_norm);
     replicated(layer_name(i, "post_attention_layernorm.weight"), h, w.post_attention_norm);
     w.qkv_proj = ops_.alloc(type_, q_rows + 2 * kv_rows, h);
@@ -191,8 +208,9 @@ status llama_model::load_weights(const weight_source& source,
 }
 
 llama_model::footprint llama_model::memory_footprint(const model_config& config,
-                                                     const tp_layout& l, dtype type,
-                                                     int64_t max_num_tokens, int64_t max_position,
+                                                     const tp_layout& l, int stage, int stages,
+                                                     dtype type, int64_t max_num_tokens,
+                                                     int64_t max_position,
                                                      int64_t max_logits_rows) {
   // As load_weights, allocate_workspace, allocate_logits_workspace and
   // build_rope allocate (tensor_parallel_test checks them against the
@@ -202,15 +220,18 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   int64_t layer = 2 * h + qkv_rows * h + h * q_rows + 3 * l.intermediate * h;
   if (config.attention_bias) layer += qkv_rows;
   if (config.qk_norm) layer += 2 * d;
-  const int64_t weights = l.vocab * h * (config.tie_word_embeddings ? 1 : 2) + h +
-                          config.num_hidden_layers * layer;
+  const stage_layers layers = pipeline_stage_layers(config.num_hidden_layers, stages, stage);
+  const bool first = layers.begin == 0, last = stage == stages - 1;
+  const int64_t vocab_rows = l.vocab * h;
+  int64_t weights = (layers.end - layers.begin) * layer + (first ? vocab_rows : 0);
+  if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
   const int64_t t = max_num_tokens;
   const int64_t activations = t * (4 * h + qkv_rows + 2 * q_rows + 3 * l.intermediate);
   const int64_t element = static_cast<int64_t>(dtype_size(type));
   footprint f;
   f.weights = weights * element;
   f.workspace = activations * element + 2 * max_position * (d / 2) * 4;
-  if (l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
+  if (last && l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
   return f;
 }
 
@@ -247,7 +268,7 @@ void llama_model::build_rope(int64_t max_position) {
 
 void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache) {
   const layer_weights& w = layers_[layer];
-  const bool first = layer == 0, lora = lora_enabled();
+  const bool first = stage_.begin + static_cast<int64_t>(layer) == 0, lora = lora_enabled();
   const int64_t n = in.num_tokens;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const tensor hidden = ws_.hidden.row_slice(0, n);
@@ -306,18 +327,30 @@ void llama_model::forward(const forward_inputs& in, const std::vector<kv_cache_l
   const int64_t n = in.num_tokens;
   const tensor hidden = ws_.hidden.row_slice(0, n);
   const tensor residual = ws_.residual.row_slice(0, n);
-  // The first block's input; vocabulary-parallel: each rank's rows, summed.
-  ops_.embedding(in.token_ids, n, embed_tokens_, layout_.vocab_begin, residual);
-  if (layout_.vocab_parallel) all_reduce(residual);
+  if (stage_.begin == 0) {
+    // The first block's input; vocabulary-parallel: each rank's rows, summed.
+    ops_.embedding(in.token_ids, n, embed_tokens_, layout_.vocab_begin, residual);
+    if (layout_.vocab_parallel) all_reduce(residual);
+  } else {
+    // The previous stage's last block output and residual.
+    pp_->recv(hidden, pp_->rank() - 1);
+    pp_->recv(residual, pp_->rank() - 1);
+  }
   TROUPE_CHECK(!lora_enabled() || in.lora.token_slots != nullptr);
   for (size_t i = 0; i < layers_.size(); ++i) run_layer(i, in, cache[i]);
+  last_num_tokens_ = n;
+  if (!is_last_stage()) {
+    pp_->send(hidden, pp_->rank() + 1);
+    pp_->send(residual, pp_->rank() + 1);
+    return;
+  }
   ops_.add_rms_norm(residual, hidden, final_norm_, static_cast<float>(config_.rms_norm_eps),
                     ws_.normed.row_slice(0, n));
-  last_num_tokens_ = n;
 }
 
 void llama_model::compute_logits(const int32_t* row_indices, int64_t n, const tensor& out) {
   TROUPE_CHECK(n > 0 && n <= max_num_tokens_ && out.rows >= n && out.cols == config_.vocab_size);
+  TROUPE_CHECK_MSG(is_last_stage(), "logits on a pipeline stage before the last");
   tensor hidden = ws_.normed.row_slice(0, n);
   if (row_indices == nullptr) {
     TROUPE_CHECK(n <= last_num_tokens_);

@@ -14,6 +14,12 @@
 // each rank's forward and compute_logits give what one rank holding
 // everything would (float sums in rank order). Every rank must run the
 // same forwards and compute_logits in the same order.
+//
+// Pipeline parallelism: as stage s of P, the model holds the layers
+// pipeline_stage_layers gives it (the first stage the embedding, the last
+// the final norm and LM head); a forward of a stage after the first
+// receives the previous stage's hidden states and residual, and a stage
+// before the last sends its own on. Only the last stage computes logits.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +45,12 @@ struct weight_source {
   dtype compute_type = dtype::f32;  // weights, activations and KV cache
 };
 
-// This model's rank in a tensor-parallel group (one rank by default).
-struct tensor_parallel {
-  communicator* comm = nullptr;  // null: one rank; else outlives the model
+// Where this model sits in a tensor- and pipeline-parallel layout (one
+// rank of one stage by default). The groups outlive the model.
+struct model_parallel {
+  communicator* tp = nullptr;  // its tensor-parallel group (null: one rank)
+  // Its pipeline: stage s of P is rank s of this group (null: one stage).
+  communicator* pp = nullptr;
   // compute_logits' largest n when the logits are gathered across ranks
   // (a workspace for the rank's columns).
   int64_t max_logits_rows = 0;
@@ -66,18 +75,19 @@ class llama_model {
   // done, tensors total). Errors name the tensor and file.
   static result<std::unique_ptr<llama_model>> create(
       const model_config& config, ops& backend, const weight_source& source,
-      int64_t max_num_tokens, int64_t max_position, const tensor_parallel& tp = {},
+      int64_t max_num_tokens, int64_t max_position, const model_parallel& parallel = {},
       const std::function<void(int64_t, int64_t)>& progress = {});
 
-  // What create allocates for a rank (LoRA slots aside), in bytes: the
-  // memory plan without a backend (`troupe serve --dry-run`).
+  // What create allocates for a rank of pipeline stage `stage` of
+  // `stages` (LoRA slots aside), in bytes: the memory plan without a
+  // backend (`troupe serve --dry-run`).
   struct footprint {
     int64_t weights = 0;
     int64_t workspace = 0;  // activations, the logits' gather part, the RoPE tables
   };
   static footprint memory_footprint(const model_config& config, const tp_layout& layout,
-                                    dtype type, int64_t max_num_tokens, int64_t max_position,
-                                    int64_t max_logits_rows);
+                                    int stage, int stages, dtype type, int64_t max_num_tokens,
+                                    int64_t max_position, int64_t max_logits_rows);
 
   // The whole model's configuration (logits are [n, vocab_size] on every rank).
   const model_config& config() const { return config_; }
@@ -86,6 +96,11 @@ class llama_model {
 
   // KV cache geometry: columns of one K (or V) row (this rank's KV heads).
   int64_t kv_cols() const { return layout_.kv_heads * config_.head_dim; }
+  // The layers this stage holds (forward takes one cache entry each).
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  const stage_layers& stage() const { return stage_; }
+  bool is_last_stage() const { return pp_ == nullptr || pp_->rank() == pp_->size() - 1; }
+  int num_stages() const { return pp_ == nullptr ? 1 : pp_->size(); }
   // The element type of weights, activations and the KV cache.
   dtype compute_type() const { return type_; }
 
@@ -113,7 +128,8 @@ class llama_model {
 
   // Logits of hidden rows `row_indices` (backend memory) of the last
   // forward, or of rows 0 .. n - 1 when row_indices is null (no gather):
-  // out is [n, vocab]. REQUIRES: n <= the last forward's num_tokens.
+  // out is [n, vocab]. REQUIRES: n <= the last forward's num_tokens; the
+  // last pipeline stage.
   void compute_logits(const int32_t* row_indices, int64_t n, const tensor& out);
 
  private:
@@ -132,7 +148,7 @@ class llama_model {
   };
 
   llama_model(const model_config& config, ops& backend, int64_t max_num_tokens, dtype type,
-              tp_layout layout, communicator* comm);
+              tp_layout layout, const model_parallel& parallel);
   status load_weights(const weight_source& source,
                       const std::function<void(int64_t, int64_t)>& progress);
   void allocate_logits_workspace(int64_t max_logits_rows);
@@ -150,7 +166,9 @@ class llama_model {
   model_config config_;
   ops& ops_;
   tp_layout layout_;
-  communicator* comm_;  // null: one rank
+  communicator* comm_;  // tensor-parallel group, null: one rank
+  communicator* pp_;    // pipeline, null: one stage
+  stage_layers stage_;  // the layers held (global indices)
   tensor logits_part_;  // [max_logits_rows, layout_.vocab]: this rank's columns, to gather
   int64_t max_num_tokens_;
   dtype type_;

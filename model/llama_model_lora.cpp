@@ -30,7 +30,7 @@ constexpr struct {
 
 void llama_model::enable_lora(int64_t max_loras, int64_t max_rank) {
   TROUPE_CHECK(lora_slots_ == 0 && max_loras > 0 && max_rank > 0);
-  TROUPE_CHECK_MSG(layout_.size == 1, "LoRA with tensor parallelism");
+  TROUPE_CHECK_MSG(layout_.size == 1 && pp_ == nullptr, "LoRA with tensor or pipeline parallelism");
   lora_slots_ = max_loras;
   lora_rank_ = max_rank;
   lora_.resize(layers_.size() * num_lora_targets);

@@ -129,4 +129,13 @@ std::vector<int> unpadded_tp_sizes(const model_config& model, int limit) {
   return sizes;
 }
 
+stage_layers pipeline_stage_layers(int64_t num_layers, int stages, int stage) {
+  std::vector<int64_t> sizes(static_cast<size_t>(stages), num_layers / stages);
+  for (int64_t i = 2; i < num_layers % stages + 2; ++i) ++sizes[static_cast<size_t>(stages - i)];
+  stage_layers l;
+  for (int s = 0; s < stage; ++s) l.begin += sizes[static_cast<size_t>(s)];
+  l.end = l.begin + sizes[static_cast<size_t>(stage)];
+  return l;
+}
+
 }  // namespace troupe

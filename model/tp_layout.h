@@ -83,4 +83,13 @@ std::string describe(const tp_layout& layout, const model_config& model);
 // log when padding is used).
 std::vector<int> unpadded_tp_sizes(const model_config& model, int limit);
 
+// Pipeline parallelism: the layers [begin, end) of stage `stage` of
+// `stages`, vLLM's rule (get_pp_indices): num_layers / stages each, the
+// remainder one more each to the stages before the last, from the last
+// but one backwards (the last stage also holds the norm and LM head).
+struct stage_layers {
+  int64_t begin = 0, end = 0;
+};
+stage_layers pipeline_stage_layers(int64_t num_layers, int stages, int stage);
+
 }  // namespace troupe

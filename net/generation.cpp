@@ -194,12 +194,20 @@ std::string generation::on_output(size_t i, const request_output& out) {
     c.finish = out.finish;
     c.stop_reason = out.stop_reason;
     ++num_finished_;
-    if (out.finish == finish_reason::error && first_error_.empty()) first_error_ = out.error;
+    if (out.finish == finish_reason::error && first_error_.empty()) {
+      first_error_ = out.error;
+      first_error_unavailable_ = out.unavailable;
+    }
   }
   if (!ctx_.stream) return "";
   std::string bytes;
   if (!out.new_token_ids.empty() || !out.text.empty() || out.finish != finish_reason::none) {
     bytes = chunk(i, out);
+  }
+  if (out.unavailable) {
+    // The headers (200) are out: the stream says it in OpenAI's error
+    // envelope, as vLLM does for an error mid-stream.
+    bytes += sse(api_error_body({503, out.error, ""}));
   }
   if (done()) {
     if (ctx_.include_usage) {

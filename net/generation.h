@@ -12,6 +12,7 @@
 
 #include "actors/messages.h"
 #include "model/tokenizer/tokenizer.h"
+#include "net/api_error.h"
 
 namespace troupe {
 
@@ -51,8 +52,12 @@ class generation {
   bool done() const { return num_finished_ == choices_.size(); }
   // REQUIRES: done() and !stream. The response body.
   std::string response_body() const;
-  // The first error output, if any ("" when none).
+  // The first error output, if any ("" when none), as the error a
+  // response gets: 503 when the engine's workers are gone, else 400.
   const std::string& first_error() const { return first_error_; }
+  api_error first_error_reply() const {
+    return {first_error_unavailable_ ? 503 : 400, first_error_, ""};
+  }
   size_t num_choices() const { return choices_.size(); }
   const std::string& id() const { return ctx_.id; }
   // One line for the log, bounded whatever n is:
@@ -84,6 +89,7 @@ class generation {
   std::vector<choice_state> choices_;
   size_t num_finished_ = 0;
   std::string first_error_;
+  bool first_error_unavailable_ = false;
 };
 
 // "stop", "length", "abort", "error"; null when none.

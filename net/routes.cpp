@@ -91,7 +91,10 @@ route_result api_routes::handle(const http_request_view& req) const {
     return error_reply(bad_request("Content-Type: expected application/json, got " +
                                    std::string(req.content_type)));
   }
-  if (path == "/health") return http_reply{200, "application/json", "", {}};
+  if (path == "/health") {
+    if (engine_.health().ok()) return http_reply{200, "application/json", "", {}};
+    return error_reply({503, "the model's workers are gone (" + engine_.health().reason() + ")", ""});
+  }
   if (path == "/version") return json_reply(R"({"version":"0.1.0"})");
   if (path == "/v1/models") return models();
   if (path == "/metrics") return metrics();
@@ -149,6 +152,10 @@ std::optional<api_error> api_routes::check_model(const std::string& name) const 
 
 std::optional<api_error> api_routes::check_admission(
     const std::vector<std::vector<int32_t>>& prompts, int64_t n) const {
+  if (!engine_.health().ok()) {
+    return api_error{503, "the model's workers are gone (" + engine_.health().reason() +
+                              "); this server cannot generate until it is restarted", ""};
+  }
   const engine_limits& l = engine_.limits();
   const int64_t seqs = static_cast<int64_t>(prompts.size()) * n;
   int64_t tokens = 0;  // the samples of a prompt share its tokens

@@ -168,7 +168,7 @@ void http_session::deliver(uint64_t seq, size_t choice, const request_output& ou
   }
   // Not streamed: the whole response now.
   http_reply reply;
-  if (!gen_->first_error().empty()) reply = error_reply(bad_request(gen_->first_error()));
+  if (!gen_->first_error().empty()) reply = error_reply(gen_->first_error_reply());
   else reply.body = gen_->response_body();
   end_generation();
   send_reply(std::move(reply), keep_alive_);

@@ -56,8 +56,10 @@ nccl_communicator::~nccl_communicator() {
   ncclCommDestroy(comm_);
 }
 
-void nccl_communicator::check_open() const {
-  if (aborted_) throw communicator_aborted("communicator aborted: " + reason_);
+void nccl_communicator::check_open() {
+  if (!aborted_) return;
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  throw communicator_aborted("communicator aborted: " + reason_);
 }
 
 void nccl_communicator::check(ncclResult_t r, const char* op) {
@@ -113,9 +115,12 @@ void nccl_communicator::recv(const tensor& x, int peer) {
 }
 
 void nccl_communicator::abort(const std::string& reason) {
-  if (aborted_) return;
-  aborted_ = true;
-  reason_ = reason;
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_) return;
+    reason_ = reason;
+    aborted_ = true;
+  }
   ncclCommAbort(comm_);
 }
 

@@ -14,7 +14,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/result.h"
@@ -50,14 +52,18 @@ class nccl_communicator final : public communicator {
   nccl_communicator(ncclComm_t comm, int rank, int size, cudaStream_t stream)
       : comm_(comm), rank_(rank), size_(size), stream_(stream) {}
   void check(ncclResult_t r, const char* op);
-  void check_open() const;
+  void check_open();
 
   ncclComm_t comm_;
   const int rank_, size_;
   cudaStream_t stream_;
   void* gather_ = nullptr;
   size_t gather_bytes_ = 0;
-  bool aborted_ = false;
+  // abort() may come from another thread (the worker group's, for a lost
+  // peer) while this rank's thread issues calls: the reason is written
+  // under the mutex before aborted_ is set.
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mu_;
   std::string reason_;
 };
 

@@ -8,8 +8,8 @@
 #     (scripts/gpu_golden.py); again through a one-rank NCCL group
 #     (TROUPE_DEBUG_TP_COMM=1: the tensor-parallel all-reduces run through
 #     NCCL and are captured in the CUDA graphs); and with
-#     --tensor-parallel-size 2 and 4 where that many GPUs are visible
-#     (issue 23's hosts),
+#     --tensor-parallel-size 2 and 4, --pipeline-parallel-size 2 and 2 x 2
+#     where that many GPUs are visible (issue 23's hosts),
 #   - the GPU deployment example served end to end (scripts/gpu-serve-check.sh),
 #   - issue 6's performance figures against the measured limits
 #     (benchmarks/gpu_roofline.py: gemm_bench, attention_bench, bench
@@ -59,6 +59,9 @@ gpus=$(nvidia-smi -L | wc -l)
 for t in 2 4; do
   (( gpus >= t )) && golden "-tp$t" --extra "[\"--tensor-parallel-size\", \"$t\"]"
 done
+(( gpus >= 2 )) && golden "-pp2" --extra '["--pipeline-parallel-size", "2"]'
+(( gpus >= 4 )) && golden "-tp2pp2" --extra '["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]'
+true
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")
 # Performance against the physical limits.

@@ -21,6 +21,33 @@ void flush_outputs(self_ptr self) {
 
 void maybe_step(self_ptr self);
 
+// The request's one output once the workers are gone.
+request_output unavailable_output(request_id id, const std::string& reason) {
+  request_output out;
+  out.id = id;
+  out.finish = finish_reason::error;
+  out.error = "the model's workers are gone (" + reason + ")";
+  out.unavailable = true;
+  return out;
+}
+
+// The worker answered a step with an error (a lost rank): every request
+// ends with it now, later ones at once, and no step is planned again.
+void worker_lost(self_ptr self, const caf::error& err) {
+  scheduler_state& st = self->state;
+  if (st.lost) return;
+  st.lost = true;
+  std::string reason = caf_error_text(err);
+  if (st.health) {
+    st.health->mark_lost(reason);
+    reason = st.health->reason();  // the first noticed (the group's, naming the rank)
+  }
+  get_logger("sched")->error("the worker failed a step ({}): ending {} request(s)", reason,
+                             st.clients.size());
+  for (auto& [id, client] : st.clients) self->send(client, unavailable_output(id, reason));
+  st.clients.clear();
+}
+
 void on_output(self_ptr self, step_output output) {
   if (self->state.txn_open) {  // applied after the commit
     self->state.stashed.push_back(std::move(output));
@@ -73,7 +100,7 @@ void sync_drafter(self_ptr self) {
 void maybe_step(self_ptr self) {
   scheduler_state& st = self->state;
   token_budget_scheduler& core = *st.core;
-  if (st.txn_open || st.drafting) return;
+  if (st.txn_open || st.drafting || st.lost) return;
   if (st.drafter && core.wants_draft_sync()) {
     sync_drafter(self);
     return;
@@ -136,8 +163,10 @@ void maybe_step(self_ptr self) {
           return;
         }
         st.empty_steps = 0;
+        if (st.lost) return;  // the workers went while the block manager answered
         self->request(st.worker, caf::infinite, std::move(plan))
-            .then([self](step_output& output) { on_output(self, std::move(output)); });
+            .then([self](step_output& output) { on_output(self, std::move(output)); },
+                  [self](caf::error& err) { worker_lost(self, err); });
         // With async scheduling the worker keeps this step running until the
         // next plan or a flush.
         st.worker_holding = st.core->async_scheduling();
@@ -147,6 +176,12 @@ void maybe_step(self_ptr self) {
 }
 
 void admit(self_ptr self, add_request_msg& msg) {
+  if (self->state.lost) {
+    self->send(msg.client, unavailable_output(msg.id, self->state.health
+                                                          ? self->state.health->reason()
+                                                          : "a worker was lost"));
+    return;
+  }
   std::string problem =
       self->state.core->add_request(msg.id, std::move(msg.prompt_ids), msg.params, msg.fork_of,
                                     msg.group);
@@ -207,8 +242,10 @@ void log_stats(self_ptr self) {
 
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
                               scheduler_limits limits, caf::actor block_manager,
-                              caf::actor worker, caf::actor drafter, lora_host_cache loras) {
+                              caf::actor worker, caf::actor drafter, lora_host_cache loras,
+                              std::shared_ptr<worker_health> health) {
   self->state.core = std::make_unique<token_budget_scheduler>(limits);
+  self->state.health = std::move(health);
   self->state.core->set_lora_cache(std::move(loras));
   self->state.block_manager = std::move(block_manager);
   self->state.worker = std::move(worker);

@@ -10,7 +10,9 @@
 // the next step is scheduled. With LoRA, requests whose adapter is being
 // read into host memory wait; the registry's lora_read message wakes the
 // actor (no polling). Also answers get_stats and prints vLLM's periodic
-// throughput line.
+// throughput line. When the worker answers a step with an error (a lost
+// rank), every request ends with finish_reason::error and `unavailable`
+// set, later requests at once, and no step is planned again.
 #pragma once
 
 #include <chrono>
@@ -21,6 +23,7 @@
 #include <caf/all.hpp>
 
 #include "actors/scheduler/token_budget_scheduler.h"
+#include "actors/worker/worker_health.h"
 
 namespace troupe {
 
@@ -36,6 +39,8 @@ struct scheduler_state {
   bool txn_open = false;          // a transaction awaits its grant
   bool adapter_read = false;      // a LoRA adapter's read ended since the last schedule
   bool worker_holding = false;    // the worker holds the last plan's step for a next plan
+  bool lost = false;              // the worker failed a step: no more steps
+  std::shared_ptr<worker_health> health;  // marked when the worker fails (may be null)
   std::vector<step_output> stashed;  // outputs that arrived while a transaction was open
   std::chrono::steady_clock::time_point last_log_time;
   static inline const char* name = "scheduler";
@@ -43,6 +48,7 @@ struct scheduler_state {
 
 caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
                               scheduler_limits limits, caf::actor block_manager,
-                              caf::actor worker, caf::actor drafter, lora_host_cache loras);
+                              caf::actor worker, caf::actor drafter, lora_host_cache loras,
+                              std::shared_ptr<worker_health> health);
 
 }  // namespace troupe

@@ -25,7 +25,7 @@ constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 // What a rank has loaded before its runner is made.
 struct rank_state {
   std::unique_ptr<ops> backend;
-  std::unique_ptr<communicator> comm;
+  std::unique_ptr<communicator> tp, pp;  // its groups (null: one rank / one stage)
   std::unique_ptr<llama_model> model;
   int64_t planned_blocks = 0;  // the memory plan's KV blocks (cuda), 0: none
   std::unique_ptr<model_runner> runner;
@@ -43,12 +43,13 @@ void for_each_rank(int size, const std::function<void(int)>& body) {
   for (std::thread& t : threads) t.join();
 }
 
-// The first rank's error, named by rank when there are several ranks.
-status first_error(const std::vector<rank_state>& ranks) {
+// The first rank's error, named by rank (the first here is `first`) when
+// there are several ranks.
+status first_error(const std::vector<rank_state>& ranks, int first) {
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (ranks[r].error.empty()) continue;
     if (ranks.size() == 1) return make_error(ranks[r].error);
-    return make_error("tensor-parallel rank " + std::to_string(r) + ": " + ranks[r].error);
+    return make_error("rank " + std::to_string(first + static_cast<int>(r)) + ": " + ranks[r].error);
   }
   return {};
 }
@@ -61,9 +62,10 @@ bool one_rank_group() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-// The backend of `rank` (cuda: device `rank`) and the compute type.
+// The backend of a rank on CUDA device `device` (or the CPU) and the
+// compute type.
 result<std::unique_ptr<ops>> make_backend(const engine_config& config, const model_config& model,
-                                          const engine_limits& limits, int rank, dtype& type) {
+                                          const engine_limits& limits, int device, dtype& type) {
   const int devices = visible_cuda_devices();
   if (!wants_cuda(config)) {
     if (config.dtype == "bfloat16" || config.dtype == "float16") {
@@ -76,7 +78,7 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   if (devices == 0) return make_error("backend cuda: no CUDA device is visible");
   type = cuda_compute_type(config, model);
 #ifdef TROUPE_HAVE_CUDA
-  auto backend = std::make_unique<cuda_ops>(rank, limits.max_num_batched_tokens);
+  auto backend = std::make_unique<cuda_ops>(device, limits.max_num_batched_tokens);
   runner_limits step_limits;
   step_limits.max_num_batched_tokens = limits.max_num_batched_tokens;
   step_limits.max_num_seqs = limits.max_num_seqs;
@@ -102,26 +104,88 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
 #endif
 }
 
-// The group's member of `rank` on its backend (null with one rank).
-// `nccl_id`: the group's id on cuda, made before the ranks start.
-result<std::unique_ptr<communicator>> join_group(
-    ops& backend, std::vector<std::unique_ptr<communicator>>& cpu_members,
-    const std::string& nccl_id, int rank, int size) {
-  if (backend.kind() == backend_kind::cpu) {
-    if (cpu_members.empty()) return std::unique_ptr<communicator>();
-    return std::move(cpu_members[static_cast<size_t>(rank)]);
-  }
+// The ranks' groups: rank g = stage * T + t is member t of its stage's
+// tensor-parallel group and member `stage` of pipeline group t. Made before
+// the ranks start: the CPU groups' members (taken by the ranks), or the
+// NCCL groups' ids.
+struct parallel_groups {
+  int tp_size = 1, pp_size = 1;
+  bool tp = false, pp = false;  // whether each kind of group exists
+  std::vector<std::vector<std::unique_ptr<communicator>>> tp_cpu, pp_cpu;  // [stage][t], [t][stage]
+  std::vector<std::string> tp_nccl, pp_nccl;                              // [stage], [t]
+  // Pipeline groups across processes (local_ranks::pipeline), else null.
+  std::function<std::unique_ptr<communicator>(int)> pp_external;
+};
+
+result<parallel_groups> make_groups(const engine_config& config, bool cuda,
+                                    const local_ranks& local) {
+  parallel_groups g;
+  g.tp_size = static_cast<int>(config.tensor_parallel_size);
+  g.pp_size = static_cast<int>(config.pipeline_parallel_size);
+  g.tp = g.tp_size > 1 || one_rank_group();
+  g.pp_external = local.pipeline;
+  g.pp = g.pp_size > 1 && !g.pp_external;
+  for (int s = 0; g.tp && s < g.pp_size; ++s) {
+    if (!cuda) {
+      g.tp_cpu.push_back(cpu_group::create(g.tp_size));
+      continue;
+    }
 #ifdef TROUPE_HAVE_CUDA
-  if (nccl_id.empty()) return std::unique_ptr<communicator>();
-  auto comm = nccl_communicator::create(nccl_id, rank, size,
+    auto id = nccl_unique_id();
+    if (!id) return std::move(id).take_error();
+    g.tp_nccl.push_back(std::move(id.value()));
+#endif
+  }
+  for (int t = 0; g.pp && t < g.tp_size; ++t) {
+    if (!cuda) {
+      g.pp_cpu.push_back(cpu_group::create(g.pp_size));
+      continue;
+    }
+#ifdef TROUPE_HAVE_CUDA
+    auto id = nccl_unique_id();
+    if (!id) return std::move(id).take_error();
+    g.pp_nccl.push_back(std::move(id.value()));
+#endif
+  }
+  return g;
+}
+
+// Member `member` of `size` of a group: its CPU member, or a NCCL group
+// joined on the backend's device and stream.
+result<std::unique_ptr<communicator>> join(ops& backend, std::unique_ptr<communicator>& cpu_member,
+                                           const std::string& nccl_id, int member, int size) {
+  if (backend.kind() == backend_kind::cpu) return std::move(cpu_member);
+#ifdef TROUPE_HAVE_CUDA
+  auto comm = nccl_communicator::create(nccl_id, member, size,
                                         static_cast<cuda_ops&>(backend).stream());
   if (!comm) return std::move(comm).take_error();
   return std::unique_ptr<communicator>(std::move(comm.value()));
 #else
-  (void)nccl_id;
-  (void)size;
+  (void)nccl_id, (void)member, (void)size;
   return make_error("backend cuda: this build has no CUDA backend");
 #endif
+}
+
+// Rank g's memberships (every member of a group joins it at the same time:
+// NCCL's creation waits for them all; tensor-parallel groups first).
+status join_groups(ops& backend, parallel_groups& groups, int g, rank_state& out) {
+  const int t = g % groups.tp_size, stage = g / groups.tp_size;
+  const auto at = [](auto& v, int i) -> auto& { return v.at(static_cast<size_t>(i)); };
+  std::unique_ptr<communicator> none;
+  if (groups.tp) {
+    auto joined = join(backend, groups.tp_cpu.empty() ? none : at(at(groups.tp_cpu, stage), t),
+                       groups.tp_nccl.empty() ? "" : at(groups.tp_nccl, stage), t, groups.tp_size);
+    if (!joined) return std::move(joined).take_error();
+    out.tp = std::move(joined.value());
+  }
+  if (groups.pp) {
+    auto joined = join(backend, groups.pp_cpu.empty() ? none : at(at(groups.pp_cpu, t), stage),
+                       groups.pp_nccl.empty() ? "" : at(groups.pp_nccl, t), stage, groups.pp_size);
+    if (!joined) return std::move(joined).take_error();
+    out.pp = std::move(joined.value());
+  }
+  if (groups.pp_external) out.pp = groups.pp_external(t);
+  return {};
 }
 
 // The memory plan of one rank (cuda): its KV blocks, logged.
@@ -163,30 +227,30 @@ status plan_rank_memory(const engine_config& config, const model_config& model,
 }
 
 // A rank's backend, group membership and weights (and its memory plan).
+// `rank` counts all the engine's ranks (of `size`); `device` is its CUDA
+// device here (the first rank of this process, device 0, logs progress).
 status load_rank(const engine_config& config, const model_config& model,
-                 const engine_limits& limits, const checkpoint* ckpt,
-                 std::vector<std::unique_ptr<communicator>>& cpu_members,
-                 const std::string& nccl_id, int rank, int size, rank_state& out) {
+                 const engine_limits& limits, const checkpoint* ckpt, parallel_groups& groups,
+                 int rank, int size, int device, rank_state& out) {
   auto log = get_logger("model");
+  const bool lead = device == 0;
   const std::string who = size > 1 ? "rank " + std::to_string(rank) + ": " : "";
   weight_source source;
   source.ckpt = ckpt;
   source.dummy_seed = config.seed;
-  auto made = make_backend(config, model, limits, rank, source.compute_type);
+  auto made = make_backend(config, model, limits, device, source.compute_type);
   if (!made) return std::move(made).take_error();
   out.backend = std::move(made.value());
-  if (rank == 0) {
+  if (lead) {
     log->info("backend {} ({})", out.backend->kind() == backend_kind::cuda ? "cuda" : "cpu",
               dtype_name(source.compute_type));
   }
-  auto joined = join_group(*out.backend, cpu_members, nccl_id, rank, size);
-  if (!joined) return std::move(joined).take_error();
-  out.comm = std::move(joined.value());
+  if (status s = join_groups(*out.backend, groups, rank, out); !s.ok()) return s;
   const auto start = std::chrono::steady_clock::now();
   int64_t last_percent = -1;
   auto progress = [&](int64_t done, int64_t total) {
     const int64_t percent = done * 100 / total;
-    if (rank == 0 && (percent / 25 != last_percent / 25 || done == total)) {
+    if (lead && (percent / 25 != last_percent / 25 || done == total)) {
       log->info("loading weights: {}/{} tensors ({}%)", done, total, percent);
       last_percent = percent;
     }
@@ -195,23 +259,30 @@ status load_rank(const engine_config& config, const model_config& model,
 #ifdef TROUPE_HAVE_CUDA
   if (out.backend->kind() == backend_kind::cuda) cuda::memory_info(free_before, total);
 #endif
-  tensor_parallel tp;
-  tp.comm = out.comm.get();
-  tp.max_logits_rows = model_runner::logits_chunk_rows;
+  model_parallel parallel;
+  parallel.tp = out.tp.get();
+  parallel.pp = out.pp.get();
+  parallel.max_logits_rows = model_runner::logits_chunk_rows;
   auto created = llama_model::create(model, *out.backend, source, limits.max_num_batched_tokens,
-                                     limits.max_model_len, tp, progress);
+                                     limits.max_model_len, parallel, progress);
   if (!created) return std::move(created).take_error();
   out.model = std::move(created.value());
   // LoRA slots are allocated with the weights (the memory plan counts them).
   if (limits.max_loras > 0) out.model->enable_lora(limits.max_loras, config.max_lora_rank);
-  if (out.comm) log->info("tensor parallel {}", describe(out.model->layout(), model));
-  const std::vector<int> unpadded = unpadded_tp_sizes(model, std::max(size, 8));
-  if (out.comm && rank == 0 && std::find(unpadded.begin(), unpadded.end(), size) == unpadded.end()) {
+  if (out.tp) log->info("tensor parallel {}", describe(out.model->layout(), model));
+  if (out.pp) {
+    log->info("pipeline stage {}/{} (rank {}): layers {}..{}", out.pp->rank(), out.pp->size(), rank,
+              out.model->stage().begin, out.model->stage().end - 1);
+  }
+  const std::vector<int> unpadded =
+      unpadded_tp_sizes(model, std::max(static_cast<int>(config.tensor_parallel_size), 8));
+  const int tp_size = static_cast<int>(config.tensor_parallel_size);
+  if (out.tp && lead && std::find(unpadded.begin(), unpadded.end(), tp_size) == unpadded.end()) {
     std::string sizes;
     for (int t : unpadded) sizes += (sizes.empty() ? "" : ", ") + std::to_string(t);
     log->warn("tensor_parallel_size {} does not divide the model's heads or intermediate size: "
               "padded with zero weights (computed, then discarded); sizes without padding: {}",
-              size, sizes);
+              tp_size, sizes);
   }
   log->info("{}weights {} in {:.2f} s ({})", who, ckpt ? "loaded" : "generated (dummy)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
@@ -234,8 +305,11 @@ void make_runner(const engine_config& config, const engine_limits& limits, bool 
   rl.num_cpu_blocks = limits.num_cpu_blocks;
   rl.num_speculative_tokens = limits.num_speculative_tokens;
   rl.max_loras = limits.max_loras;
+  std::vector<std::unique_ptr<communicator>> groups;
+  groups.push_back(std::move(rank.tp));
+  groups.push_back(std::move(rank.pp));
   rank.runner = std::make_unique<model_runner>(std::move(rank.backend), std::move(rank.model), rl,
-                                               std::move(rank.comm));
+                                               std::move(groups));
   if (config.enforce_eager) return;
   const auto capture_start = std::chrono::steady_clock::now();
   const int64_t n = rank.runner->capture_graphs();
@@ -284,12 +358,18 @@ dtype cuda_compute_type(const engine_config& config, const model_config& model) 
 
 result<std::vector<std::unique_ptr<model_runner>>> load_runners(const engine_config& config,
                                                                 const model_config& model,
-                                                                engine_limits& limits) {
-  const int size = static_cast<int>(config.tensor_parallel_size);
-  const bool grouped = size > 1 || one_rank_group();
-  if (const int devices = visible_cuda_devices(); wants_cuda(config) && devices > 0 && size > devices) {
-    return make_error("tensor_parallel_size " + std::to_string(size) + " needs " +
-                      std::to_string(size) + " CUDA devices (one a rank), and " +
+                                                                engine_limits& limits,
+                                                                const local_ranks& local) {
+  const auto tp = static_cast<int>(config.tensor_parallel_size);
+  const int size = tp * static_cast<int>(config.pipeline_parallel_size);
+  const int first = local.first_stage * tp;  // this process's ranks: first .. first + here - 1
+  const int here = local.num_stages > 0 ? local.num_stages * tp : size;
+  const bool cuda = wants_cuda(config);
+  if (const int devices = visible_cuda_devices(); cuda && devices > 0 && here > devices) {
+    return make_error("tensor_parallel_size " + std::to_string(config.tensor_parallel_size) +
+                      " x pipeline_parallel_size " +
+                      std::to_string(config.pipeline_parallel_size) + " needs " +
+                      std::to_string(here) + " CUDA devices (one a rank), and " +
                       std::to_string(devices) + " are visible");
   }
   std::unique_ptr<checkpoint> ckpt;
@@ -298,33 +378,28 @@ result<std::vector<std::unique_ptr<model_runner>>> load_runners(const engine_con
     if (!opened) return std::move(opened).take_error();
     ckpt = std::make_unique<checkpoint>(std::move(opened.value()));
   }
-  std::vector<std::unique_ptr<communicator>> cpu_members;
-  std::string nccl_id;
-  if (grouped && !wants_cuda(config)) cpu_members = cpu_group::create(size);
-#ifdef TROUPE_HAVE_CUDA
-  if (grouped && wants_cuda(config) && visible_cuda_devices() > 0) {
-    auto id = nccl_unique_id();
-    if (!id) return std::move(id).take_error();
-    nccl_id = std::move(id.value());
-  }
-#endif
-  std::vector<rank_state> ranks(static_cast<size_t>(size));
-  for_each_rank(size, [&](int r) {
-    rank_state& rank = ranks[static_cast<size_t>(r)];
-    if (status s = load_rank(config, model, limits, ckpt.get(), cpu_members, nccl_id, r, size, rank);
+  auto groups = make_groups(config, cuda && visible_cuda_devices() > 0, local);
+  if (!groups) return std::move(groups).take_error();
+  std::vector<rank_state> ranks(static_cast<size_t>(here));
+  for_each_rank(here, [&](int i) {
+    rank_state& rank = ranks[static_cast<size_t>(i)];
+    if (status s = load_rank(config, model, limits, ckpt.get(), groups.value(), first + i, size,
+                             i, rank);
         !s.ok()) {
       rank.error = s.error_message();
-      // The others may wait for this rank in a collective: end the group.
-      if (rank.comm) rank.comm->abort("rank " + std::to_string(r) + " failed to load");
+      // The others may wait for this rank in a collective: end its groups.
+      const std::string reason = "rank " + std::to_string(first + i) + " failed to load";
+      if (rank.tp) rank.tp->abort(reason);
+      if (rank.pp) rank.pp->abort(reason);
     }
   });
-  if (status s = first_error(ranks); !s.ok()) return std::move(s).take_error();
+  if (status s = first_error(ranks, first); !s.ok()) return std::move(s).take_error();
   if (limits.num_blocks == 0) {  // cuda: every rank holds the blocks the smallest plan allows
     int64_t blocks = ranks[0].planned_blocks;
     for (const rank_state& r : ranks) blocks = std::min(blocks, r.planned_blocks);
     limits.num_blocks = blocks + 1;
   }
-  for_each_rank(size, [&](int r) { make_runner(config, limits, r == 0, ranks[static_cast<size_t>(r)]); });
+  for_each_rank(here, [&](int i) { make_runner(config, limits, i == 0, ranks[static_cast<size_t>(i)]); });
   std::vector<std::unique_ptr<model_runner>> runners;
   for (rank_state& r : ranks) runners.push_back(std::move(r.runner));
   return runners;
@@ -336,6 +411,7 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
   engine_config c = config;
   c.backend = "cuda";
   c.tensor_parallel_size = tp_size;
+  const int stages = static_cast<int>(config.pipeline_parallel_size);
   auto limits = derive_engine_limits(c, model, true, gpu_bytes, "");
   if (!limits) return std::move(limits).take_error();
   runner_limits planned;
@@ -347,23 +423,29 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
   planned.max_loras = limits->max_loras;
   const dtype type = cuda_compute_type(c, model);
   std::vector<rank_memory_estimate> ranks;
-  for (int r = 0; r < tp_size; ++r) {
-    auto layout = make_tp_layout(model, tp_size, r);
+  for (int g = 0; g < tp_size * stages; ++g) {
+    const int stage = g / tp_size;
+    auto layout = make_tp_layout(model, tp_size, g % tp_size);
     if (!layout) return std::move(layout).take_error();
     rank_memory_estimate e;
+    e.stage = stage;
+    e.layers = pipeline_stage_layers(model.num_hidden_layers, stages, stage);
     const llama_model::footprint f = llama_model::memory_footprint(
-        model, *layout, type, limits->max_num_batched_tokens, limits->max_model_len,
-        model_runner::logits_chunk_rows);
+        model, *layout, stage, stages, type, limits->max_num_batched_tokens,
+        limits->max_model_len, model_runner::logits_chunk_rows);
     e.layout = std::move(layout.value());
     e.weights = f.weights;
     e.workspace = f.workspace;
     // As plan_rank_memory reserves, plus the context's estimate.
     e.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20) +
                  cuda_context_estimate_bytes;
-    e.kv_bytes_per_token = limits->kv_bytes_per_block / limits->block_size;
+    // K and V of the stage's layers, the rank's KV heads.
+    e.kv_bytes_per_token = 2 * (e.layers.end - e.layers.begin) * e.layout.kv_heads *
+                           model.head_dim * static_cast<int64_t>(dtype_size(type));
     e.kv_bytes = static_cast<int64_t>(double(gpu_bytes) * config.gpu_memory_utilization) -
                  e.weights - e.workspace - e.reserved;
-    e.kv_tokens = std::max<int64_t>(e.kv_bytes, 0) / limits->kv_bytes_per_block * limits->block_size;
+    const int64_t block_bytes = e.kv_bytes_per_token * limits->block_size;
+    e.kv_tokens = std::max<int64_t>(e.kv_bytes, 0) / block_bytes * limits->block_size;
     ranks.push_back(std::move(e));
   }
   return ranks;

@@ -8,6 +8,7 @@
 // ranks (devices 0 .. T - 1) in a NCCL group.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,20 +29,36 @@ bool wants_cuda(const engine_config& config);
 // checkpoint's half type, as vLLM on GPUs.
 dtype cuda_compute_type(const engine_config& config, const model_config& model);
 
-// The runners of ranks 0 .. T - 1. Sets limits.num_blocks where the memory
-// plan decides it. Errors are user-facing; a rank's names the rank.
+// Which ranks this process loads: all (one process), or with stages in
+// several processes (actors/worker/remote_stages.h) its stages, whose
+// pipeline groups are made by `pipeline` (rank t of a stage: its
+// actor_pipe) instead of in-process groups.
+struct local_ranks {
+  int first_stage = 0;
+  int num_stages = 0;  // 0: every stage
+  std::function<std::unique_ptr<communicator>(int)> pipeline;
+};
+
+// The runners of this process's ranks (stage-major: stage s's tensor-
+// parallel rank t is rank s x T + t; a process's ranks use CUDA devices
+// 0, 1, ...). Sets limits.num_blocks where the memory plan decides it.
+// Errors are user-facing; a rank's names the rank.
 result<std::vector<std::unique_ptr<model_runner>>> load_runners(const engine_config& config,
                                                                 const model_config& model,
-                                                                engine_limits& limits);
+                                                                engine_limits& limits,
+                                                                const local_ranks& local = {});
 
 // The memory plan without loading anything (`troupe serve --dry-run`), for
-// the cuda backend: each rank's weights and workspace
+// the cuda backend: each rank's (tp_size x pipeline_parallel_size ranks,
+// stage-major) weights and workspace
 // (llama_model::memory_footprint), the runner's buffers and the headroom
 // the real plan reserves, an estimate of what the CUDA context and
 // libraries take, and the KV cache left on a GPU of `gpu_bytes` at
 // gpu_memory_utilization.
 struct rank_memory_estimate {
   tp_layout layout;
+  int stage = 0;        // pipeline stage
+  stage_layers layers;  // its layers
   int64_t weights = 0, workspace = 0;
   int64_t reserved = 0;  // runner buffers, headroom, CUDA context (estimate)
   int64_t kv_bytes_per_token = 0;

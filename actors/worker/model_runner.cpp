@@ -49,18 +49,22 @@ int64_t model_runner::buffer_bytes(const runner_limits& limits, int64_t vocab_si
 }
 
 model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
-                           const runner_limits& limits, std::unique_ptr<communicator> comm)
-    : ops_(std::move(backend)), comm_(std::move(comm)), model_(std::move(model)), limits_(limits) {
+                           const runner_limits& limits,
+                           std::vector<std::unique_ptr<communicator>> groups)
+    : ops_(std::move(backend)),
+      groups_(std::move(groups)),
+      model_(std::move(model)),
+      limits_(limits) {
   TROUPE_CHECK(limits.num_blocks >= 2);
   const model_config& cfg = model_->config();
   const int64_t slots = limits.num_blocks * limits.block_size;
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+  for (int64_t l = 0; l < model_->num_layers(); ++l) {  // this pipeline stage's layers
     kv_cache_.push_back({ops_->alloc(model_->compute_type(), slots, model_->kv_cols()),
                          ops_->alloc(model_->compute_type(), slots, model_->kv_cols())});
   }
   if (limits.num_cpu_blocks > 0) {
     const int64_t host_slots = (limits.num_cpu_blocks + 1) * limits.block_size;
-    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    for (int64_t l = 0; l < model_->num_layers(); ++l) {
       swap_cache_.push_back({ops_->alloc_host(model_->compute_type(), host_slots, model_->kv_cols()),
                              ops_->alloc_host(model_->compute_type(), host_slots, model_->kv_cols())});
     }
@@ -335,6 +339,9 @@ bool model_runner::device_sampling_enabled() const {
 }
 
 bool model_runner::can_overlap() {
+  // Pipeline stages before the last learn a step's tokens only after it
+  // (apply_stage_results): every step runs in lockstep.
+  if (model_->num_stages() > 1) return false;
   if (!device_sampling_enabled()) return false;
   if (ops_->launches_async()) return true;
   // The CPU backend computes as it launches: overlapping would only hand
@@ -493,10 +500,7 @@ void model_runner::accept_drafts(request_state* r, const std::vector<int32_t>& d
   out.token_ids.resize(accepted + 1);
   if (out.logprobs.size() > accepted + 1) out.logprobs.resize(accepted + 1);
   out.num_draft_tokens = static_cast<int32_t>(k);
-  if (r == nullptr) return;
-  r->num_computed_tokens -= static_cast<int64_t>(k - accepted);
-  const int64_t keep = (r->num_computed_tokens + limits_.block_size - 1) / limits_.block_size;
-  if (static_cast<int64_t>(r->block_ids.size()) > keep) r->block_ids.resize(static_cast<size_t>(keep));
+  if (r != nullptr) roll_back_drafts(*r, k, accepted);
 }
 
 step_output model_runner::execute(const step_plan& plan) {
@@ -537,7 +541,13 @@ void model_runner::launch(const step_plan& plan) {
     } else {
       model_->forward(upload(batch), kv_cache_);
     }
-    compute_outputs(batch, step);
+    if (model_->is_last_stage()) {
+      compute_outputs(batch, step);
+    } else {
+      // The last stage samples (and its forks); apply_stage_results brings
+      // the tokens here.
+      for (request_id id : step.order) requests_.at(id).fork_children.clear();
+    }
   }
   for (size_t i = 0; i < step.order.size(); ++i) {
     request_state& r = requests_.at(step.order[i]);
@@ -556,6 +566,13 @@ step_output model_runner::finish() {
   launched_step step = std::move(launched_.front());
   launched_.pop_front();
   ops_->step_end(step.seq);
+  if (!model_->is_last_stage()) {
+    // Its tokens come from the last stage (apply_stage_results).
+    step_output out;
+    out.step_id = step.out.step_id;
+    awaiting_results_.push_back(std::move(step));
+    return out;
+  }
   if (!step.jobs.empty()) {
     std::vector<sample_result> results;
     ops_->sample_results(step.seq, 0, static_cast<int64_t>(step.jobs.size()), results);
@@ -580,14 +597,50 @@ step_output model_runner::finish() {
     sampled_output& o = step.out.outputs[i];
     request_state* r = it == requests_.end() ? nullptr : &it->second;
     if (!step.drafts[i].empty()) accept_drafts(r, step.drafts[i], o);
-    if (r == nullptr) continue;
-    TROUPE_CHECK(!o.token_ids.empty() && r->pending_tokens > 0);
-    r->token_ids.insert(r->token_ids.end(), o.token_ids.begin(), o.token_ids.end());
-    --r->pending_tokens;
+    join_tokens(r, o);
   }
   step.out.execute_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - step.start).count();
   return std::move(step.out);
+}
+
+void model_runner::join_tokens(request_state* r, const sampled_output& o) {
+  if (r == nullptr) return;  // a later plan dropped it
+  TROUPE_CHECK(!o.token_ids.empty() && r->pending_tokens > 0);
+  r->token_ids.insert(r->token_ids.end(), o.token_ids.begin(), o.token_ids.end());
+  --r->pending_tokens;
+}
+
+void model_runner::apply_stage_results(const step_output& out) {
+  TROUPE_CHECK_MSG(!awaiting_results_.empty(), "stage results for no finished step");
+  launched_step step = std::move(awaiting_results_.front());
+  awaiting_results_.pop_front();
+  TROUPE_CHECK_MSG(out.step_id == step.out.step_id && out.outputs.size() == step.order.size(),
+                   "stage results of another step");
+  for (size_t i = 0; i < step.order.size(); ++i) {
+    if (!step.samples[i]) continue;
+    const sampled_output& o = out.outputs[i];
+    TROUPE_CHECK(o.id == step.order[i]);
+    auto it = requests_.find(step.order[i]);
+    request_state* r = it == requests_.end() ? nullptr : &it->second;
+    // The last stage kept the drafts its samples confirmed, then one token.
+    if (!step.drafts[i].empty() && r != nullptr) {
+      roll_back_drafts(*r, step.drafts[i].size(), o.token_ids.size() - 1);
+    }
+    join_tokens(r, o);
+  }
+}
+
+void model_runner::abort_groups(const std::string& reason) {
+  for (const auto& group : groups_) {
+    if (group) group->abort(reason);
+  }
+}
+
+void model_runner::roll_back_drafts(request_state& r, size_t drafts, size_t accepted) {
+  r.num_computed_tokens -= static_cast<int64_t>(drafts - accepted);
+  const int64_t keep = (r.num_computed_tokens + limits_.block_size - 1) / limits_.block_size;
+  if (static_cast<int64_t>(r.block_ids.size()) > keep) r.block_ids.resize(static_cast<size_t>(keep));
 }
 
 }  // namespace troupe

@@ -35,11 +35,13 @@ struct runner_limits {
 
 class model_runner {
  public:
-  // With tensor parallelism, `comm` is the group the model is a rank of
-  // (the runner keeps it as long as the model): every rank's runner gets
-  // the same plans and samples the same tokens from the gathered logits.
+  // With tensor or pipeline parallelism, `groups` are the communicators the
+  // model is a member of (the runner keeps them as long as the model;
+  // nulls are ignored): every rank's runner gets the same plans, and the
+  // last stage's ranks sample the same tokens from the gathered logits.
   model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_model> model,
-               const runner_limits& limits, std::unique_ptr<communicator> comm = nullptr);
+               const runner_limits& limits,
+               std::vector<std::unique_ptr<communicator>> groups = {});
   // Logs the device timeline (busy and idle time across steps), if any.
   ~model_runner();
 
@@ -70,6 +72,15 @@ class model_runner {
   // oldest and returns its output; sampled tokens join the requests then.
   void launch(const step_plan& plan);
   step_output finish();
+  // Pipeline parallelism: on a stage before the last, finish returns the
+  // step's id only (no outputs), and the last stage's output for that step
+  // is applied here (its tokens join the requests, rejected drafts rolled
+  // back), before the next plan. In step order.
+  void apply_stage_results(const step_output& out);
+  bool is_last_stage() const { return model_->is_last_stage(); }
+  // Aborts the model's groups (thread-safe): a call waiting in a collective
+  // now, and every later one, throws communicator_aborted with `reason`.
+  void abort_groups(const std::string& reason);
   size_t num_launched() const { return launched_.size(); }
   // Whether launched steps overlap: the backend samples where the logits are
   // and launches asynchronously (cuda; on the CPU only with
@@ -192,6 +203,10 @@ class model_runner {
   // rejected drafts' KV positions are given up (the scheduler frees the
   // blocks that held only them, by the same rule).
   void accept_drafts(request_state* r, const std::vector<int32_t>& drafts, sampled_output& out);
+  // Gives up the KV positions of `drafts - accepted` rejected drafts.
+  void roll_back_drafts(request_state& r, size_t drafts, size_t accepted);
+  // A step's sampled tokens join request r (null: a later plan dropped it).
+  void join_tokens(request_state* r, const sampled_output& o);
   sampler_row fork_row(const request_state& parent, const fork_child& c) const;
   // Samples logits rows [begin, begin + n) of the step where they are
   // (ops::sample_async); false when the backend cannot, or with
@@ -200,7 +215,7 @@ class model_runner {
   bool device_sampling_enabled() const;
 
   std::unique_ptr<ops> ops_;
-  std::unique_ptr<communicator> comm_;  // the model's group (null: one rank); outlives model_
+  std::vector<std::unique_ptr<communicator>> groups_;  // the model's; outlive model_
   std::unique_ptr<llama_model> model_;
   runner_limits limits_;
   std::vector<kv_cache_layer> kv_cache_;
@@ -226,6 +241,9 @@ class model_runner {
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only
   bool graphs_replay_ = false;        // the backend replays graphs (else: padded eager)
   std::deque<launched_step> launched_;  // launched, not finished (oldest first)
+  // Pipeline stages before the last: finished steps waiting for the last
+  // stage's tokens (apply_stage_results).
+  std::deque<launched_step> awaiting_results_;
   int64_t next_seq_ = 0;
   int device_sampling_ = -1;  // -1: not known yet (asks the backend once)
   // Test hook (TROUPE_DEBUG_SPEC_ACCEPT_ALL=1): accept every draft, a broken

@@ -52,7 +52,8 @@ int64_t model_runner::capture_graphs() {
     std::vector<int32_t> rows(tuned_logits_rows);
     std::iota(rows.begin(), rows.end(), 0);
     ops_->allow_tuning(true);
-    for (int64_t n = 1; n <= std::min<int64_t>(tuned_logits_rows, largest); ++n) {
+    for (int64_t n = 1; n <= std::min<int64_t>(tuned_logits_rows, largest) && model_->is_last_stage();
+         ++n) {
       ops_->upload_ints(rows.data(), logit_rows_dev_, n);
       model_->compute_logits(logit_rows_dev_, n, logits_);
     }

@@ -50,7 +50,8 @@ class protocol : public ::testing::Test {
     bm = sys.spawn(block_manager_actor, num_blocks_usable + 1, limits.block_size, false,
                    int64_t{0});
     worker = sys.spawn(fake_worker_actor, std::make_shared<testing::fake_worker>());
-    scheduler = sys.spawn(scheduler_actor, limits, bm, worker, caf::actor{}, lora_host_cache{});
+    scheduler = sys.spawn(scheduler_actor, limits, bm, worker, caf::actor{}, lora_host_cache{},
+                          std::shared_ptr<worker_health>());
     run();
   }
 

@@ -1,18 +1,23 @@
-// Tensor parallelism at the worker: T model_runners on the CPU backend, a
-// thread a rank meeting in a cpu_group, each holding its part of the
-// fixture checkpoints (model/tp_layout.h), run the same plans (a batched
-// prefill with prompt logprobs, then decode steps; greedy, and sampled
-// with seeds). Checks:
-// - every rank answers with the same tokens and logprobs, bit for bit
-//   (the rule the worker group relies on);
+// Tensor and pipeline parallelism at the worker: T x P model_runners on
+// the CPU backend, a thread a rank meeting in cpu_groups, each holding its
+// part of the fixture checkpoints (model/tp_layout.h: its heads and rows,
+// its stage's layers), run the same plans (a batched prefill with prompt
+// logprobs, then decode steps; greedy, and sampled with seeds); the
+// earlier stages take each step's tokens from the last (as the worker
+// group gives them). Checks:
+// - the last stage's ranks answer with the same tokens and logprobs, bit
+//   for bit (the rule the worker group relies on);
 // - the answers match one rank holding everything within 1e-4 (float32
-//   sums in another order), for T = 2 and 4, and for T values that need
+//   sums in another order), for T = 2 and 4, for T values that need
 //   padding: 3 (KV heads padded, intermediate padded, vocabulary
-//   replicated) and 8 on tiny-qwen2 (query heads padded in each group);
-// - dummy weights are the same logical weights for every T.
+//   replicated) and 8 on tiny-qwen2 (query heads padded in each group),
+//   for P = 2, 3, 4, and for T = 2 and 3 with P = 2;
+// - dummy weights are the same logical weights for every T;
+// - llama_model::memory_footprint is what create allocates.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <future>
 #include <thread>
 
 #include "actors/worker/model_runner.h"
@@ -35,9 +40,11 @@ std::string model_dir(const std::string& name) {
   return std::string(TROUPE_TEST_DATA) + "/models/" + name;
 }
 
-// Rank r's runner of `size` (its part of the checkpoint, or dummy weights).
+// A rank's runner (its part of the checkpoint, or dummy weights) in its
+// groups (null: none).
 std::unique_ptr<model_runner> make_rank(const model_config& cfg, const checkpoint* ckpt,
-                                        std::unique_ptr<communicator> comm) {
+                                        std::unique_ptr<communicator> tp,
+                                        std::unique_ptr<communicator> pp) {
   std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
   weight_source source;
   source.ckpt = ckpt;
@@ -48,14 +55,18 @@ std::unique_ptr<model_runner> make_rank(const model_config& cfg, const checkpoin
   rl.max_model_len = 64;
   rl.block_size = block_size;
   rl.num_blocks = 16;
-  tensor_parallel tp;
-  tp.comm = comm.get();
-  tp.max_logits_rows = model_runner::logits_chunk_rows;
+  model_parallel parallel;
+  parallel.tp = tp.get();
+  parallel.pp = pp.get();
+  parallel.max_logits_rows = model_runner::logits_chunk_rows;
   auto model = llama_model::create(cfg, *backend, source, rl.max_num_batched_tokens,
-                                   rl.max_model_len, tp);
+                                   rl.max_model_len, parallel);
   EXPECT_TRUE(static_cast<bool>(model)) << model.error_message();
+  std::vector<std::unique_ptr<communicator>> groups;
+  groups.push_back(std::move(tp));
+  groups.push_back(std::move(pp));
   return std::make_unique<model_runner>(std::move(backend), std::move(model.value()), rl,
-                                        std::move(comm));
+                                        std::move(groups));
 }
 
 // A batched prefill of three prompts (one greedy with prompt logprobs, two
@@ -97,20 +108,42 @@ std::vector<step_plan> plans() {
   return out;
 }
 
-// Every rank's outputs of plans(), ranks on threads of their own.
-std::vector<std::vector<step_output>> run(const std::string& model, int size, bool dummy = false) {
+// The outputs of plans() from the ranks of the last pipeline stage, ranks
+// (stage-major, T a stage) on threads of their own. The earlier stages
+// take each step's tokens from the last stage's first rank, as the worker
+// group gives them.
+std::vector<std::vector<step_output>> run(const std::string& model, int tp, int pp = 1,
+                                          bool dummy = false) {
   auto cfg = load_model_config(model_dir(model));
   EXPECT_TRUE(static_cast<bool>(cfg));
   auto ckpt = checkpoint::open(model_dir(model));
   EXPECT_TRUE(static_cast<bool>(ckpt));
-  auto members = cpu_group::create(size);
-  std::vector<std::vector<step_output>> outputs(static_cast<size_t>(size));
+  std::vector<std::vector<std::unique_ptr<communicator>>> tp_groups, pp_groups;
+  for (int s = 0; s < pp; ++s) tp_groups.push_back(cpu_group::create(tp));
+  for (int t = 0; t < tp; ++t) pp_groups.push_back(cpu_group::create(pp));
+  const std::vector<step_plan> steps = plans();
+  std::vector<std::promise<step_output>> answers(steps.size());
+  std::vector<std::shared_future<step_output>> answered;
+  for (auto& a : answers) answered.push_back(a.get_future().share());
+  std::vector<std::vector<step_output>> outputs(static_cast<size_t>(tp));
   std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
+  for (int g = 0; g < tp * pp; ++g) {
+    threads.emplace_back([&, g] {
+      const auto s = static_cast<size_t>(g / tp), t = static_cast<size_t>(g % tp);
       auto runner = make_rank(cfg.value(), dummy ? nullptr : &ckpt.value(),
-                              size == 1 ? nullptr : std::move(members[static_cast<size_t>(r)]));
-      for (const step_plan& plan : plans()) outputs[static_cast<size_t>(r)].push_back(runner->execute(plan));
+                              tp == 1 ? nullptr : std::move(tp_groups[s][t]),
+                              pp == 1 ? nullptr : std::move(pp_groups[t][s]));
+      EXPECT_EQ(runner->is_last_stage(), static_cast<int>(s) == pp - 1);
+      for (size_t k = 0; k < steps.size(); ++k) {
+        step_output out = runner->execute(steps[k]);
+        if (!runner->is_last_stage()) {
+          EXPECT_TRUE(out.outputs.empty());
+          runner->apply_stage_results(answered[k].get());
+          continue;
+        }
+        if (t == 0) answers[k].set_value(out);
+        outputs[t].push_back(std::move(out));
+      }
     });
   }
   for (std::thread& t : threads) t.join();
@@ -158,10 +191,12 @@ void compare_runs(const std::vector<step_output>& a, const std::vector<step_outp
 struct tp_case {
   std::string model;
   int size;
+  int stages = 1;
 };
 
 std::string case_name(const ::testing::TestParamInfo<tp_case>& info) {
-  std::string s = info.param.model + "_T" + std::to_string(info.param.size);
+  std::string s = info.param.model + "_T" + std::to_string(info.param.size) + "_P" +
+                  std::to_string(info.param.stages);
   for (char& ch : s) {
     if (ch == '-') ch = '_';
   }
@@ -172,13 +207,15 @@ class tensor_parallel_ranks : public ::testing::TestWithParam<tp_case> {};
 
 TEST_P(tensor_parallel_ranks, agree_bit_for_bit_and_match_one_rank) {
   const auto one = run(GetParam().model, 1);
-  const auto ranks = run(GetParam().model, GetParam().size);
+  const auto ranks = run(GetParam().model, GetParam().size, GetParam().stages);
   ASSERT_EQ(one[0].size(), plans().size());
   ASSERT_FALSE(one[0][0].outputs[0].prompt_logprobs.empty());
   for (size_t r = 1; r < ranks.size(); ++r) {
     compare_runs(ranks[0], ranks[r], expect_same_bits, "rank " + std::to_string(r));
   }
-  compare_runs(one[0], ranks[0], expect_close, "T=1 vs T=" + std::to_string(GetParam().size));
+  compare_runs(one[0], ranks[0], expect_close,
+               "T=1 vs T=" + std::to_string(GetParam().size) + " P=" +
+                   std::to_string(GetParam().stages));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -188,29 +225,43 @@ INSTANTIATE_TEST_SUITE_P(
                       tp_case{"tiny-llama-mha", 3},  // 8 KV heads padded to 9
                       tp_case{"tiny-qwen2", 2}, tp_case{"tiny-qwen2", 4},
                       tp_case{"tiny-qwen2", 8},  // query heads padded in each group
-                      tp_case{"tiny-qwen3", 2}, tp_case{"tiny-qwen3", 4}),
+                      tp_case{"tiny-qwen3", 2}, tp_case{"tiny-qwen3", 4},
+                      // Pipeline stages (tiny-qwen2's 3 layers split 2 + 1;
+                      // tied embeddings loaded again on the last stage),
+                      // and both at once.
+                      tp_case{"tiny-llama", 1, 2}, tp_case{"tiny-llama", 1, 4},
+                      tp_case{"tiny-qwen2", 1, 2}, tp_case{"tiny-qwen2", 1, 3},
+                      tp_case{"tiny-qwen3", 1, 2}, tp_case{"tiny-llama-mha", 1, 2},
+                      tp_case{"tiny-llama", 2, 2}, tp_case{"tiny-qwen2", 2, 2},
+                      tp_case{"tiny-llama", 3, 2}),
     case_name);
 
 // llama_model::memory_footprint (the dry run's plan) is what create
-// allocates, for every rank of every T.
+// allocates, for every rank of every T and stage of every P.
 TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
   for (const std::string name : {"tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"}) {
     auto cfg = load_model_config(model_dir(name));
     ASSERT_TRUE(static_cast<bool>(cfg));
     for (int size : {1, 2, 3, 4, 8}) {
-      auto members = cpu_group::create(size);
-      for (int r = 0; r < size; ++r) {
-        cpu_ops backend;
-        weight_source source;  // dummy
-        tensor_parallel tp;
-        tp.comm = members[static_cast<size_t>(r)].get();
-        tp.max_logits_rows = 64;
-        auto model = llama_model::create(cfg.value(), backend, source, 100, 80, tp);
-        ASSERT_TRUE(static_cast<bool>(model));
-        const auto f = llama_model::memory_footprint(cfg.value(), model.value()->layout(),
-                                                     dtype::f32, 100, 80, 64);
-        EXPECT_EQ(f.weights + f.workspace, backend.allocated_bytes())
-            << name << " T=" << size << " rank " << r;
+      for (int stages : {1, 2, 3}) {
+        if (stages > cfg->num_hidden_layers) continue;  // (tiny-llama-mha has 2)
+        auto tp_members = cpu_group::create(size);
+        auto pp_members = cpu_group::create(stages);
+        for (int g = 0; g < size * stages; ++g) {
+          const int stage = g / size, r = g % size;
+          cpu_ops backend;
+          weight_source source;  // dummy
+          model_parallel parallel;
+          parallel.tp = tp_members[static_cast<size_t>(r)].get();
+          parallel.pp = stages > 1 ? pp_members[static_cast<size_t>(stage)].get() : nullptr;
+          parallel.max_logits_rows = 64;
+          auto model = llama_model::create(cfg.value(), backend, source, 100, 80, parallel);
+          ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
+          const auto f = llama_model::memory_footprint(cfg.value(), model.value()->layout(), stage,
+                                                       stages, dtype::f32, 100, 80, 64);
+          EXPECT_EQ(f.weights + f.workspace, backend.allocated_bytes())
+              << name << " T=" << size << " P=" << stages << " rank " << g;
+        }
       }
     }
   }
@@ -226,10 +277,10 @@ TEST(tensor_parallel_dummy, dummy_weights_are_the_same_for_every_t) {
     for (const token_logprobs& lp : run[0][0].outputs[0].prompt_logprobs) out.push_back(lp.logprob);
     return out;
   };
-  const auto one = prompt_logprobs(run("tiny-llama", 1, true));
+  const auto one = prompt_logprobs(run("tiny-llama", 1, 1, true));
   ASSERT_EQ(one.size(), 4u);
   for (int size : {2, 3}) {
-    const auto got = prompt_logprobs(run("tiny-llama", size, true));
+    const auto got = prompt_logprobs(run("tiny-llama", size, 1, true));
     ASSERT_EQ(got.size(), one.size());
     for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(got[i], one[i], 1e-5) << "T=" << size;
   }

@@ -49,6 +49,30 @@ TEST(dry_run, llama_70b_per_rank_memory_for_t_2_4_8) {
   }
 }
 
+// Pipeline stages: 80 layers in two stages of 40, each stage's ranks
+// holding its layers' weights and KV; the embedding on the first, the
+// final norm and LM head on the last.
+TEST(dry_run, pipeline_stages_hold_their_layers) {
+  const run_result r = run_troupe({"serve", "--model", model_70b(), "--tensor-parallel-size", "2",
+                                   "--pipeline-parallel-size", "2", "--max-model-len", "8192",
+                                   "--dry-run", "--gpu-memory-gib", "80"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const int64_t layer = 855'654'400;  // one layer's parameters
+  const int64_t norms = 2 * 8192, vocab = 128256LL * 8192;
+  // A stage's rank: 40 layers' sharded weights halved, their norms whole,
+  // half the vocabulary rows (and the final norm on the last stage).
+  const int64_t first = 40 * ((layer - norms) / 2 + norms) + vocab / 2;
+  const int64_t last = first + 8192;
+  for (int g = 0; g < 4; ++g) {
+    const std::string line = "rank " + std::to_string(g) + ": weights " +
+                             gib(2 * (g < 2 ? first : last)) + " GiB";
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  // K and V of 40 layers, 4 KV heads of 128, bfloat16.
+  EXPECT_NE(r.out.find("(81920 bytes a token)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 1: layers 40..79"), std::string::npos) << r.out;
+}
+
 TEST(dry_run, the_table_of_sizes_and_what_does_not_fit) {
   const run_result r = dry_run("1", "8192");
   // 131.42 GiB of weights on an 80 GiB GPU: exit 1, said plainly.

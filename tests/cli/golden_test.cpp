@@ -11,6 +11,7 @@
 
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/golden.h"
+#include "tests/troupe_child.h"
 
 namespace troupe::testing {
 namespace {
@@ -199,6 +200,68 @@ TEST_P(golden, tensor_parallel_ranks_match) {
                    R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})"});
   EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
   unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
+}
+
+// Pipeline parallelism: the layers split into 2 stages (and T = 2 ranks a
+// stage), stages passing activations through cpu_groups and the earlier
+// stage taking each step's tokens from the last; steps in lockstep (async
+// scheduling asked for, and turned off for stages); with chunked prefill,
+// prefix caching, preemption, decodes padded to the CUDA-graph buckets and
+// speculative decoding (rejected drafts rolled back on every stage).
+TEST_P(golden, pipeline_stages_match) {
+  for (const std::vector<std::string>& sizes :
+       {std::vector<std::string>{"--pipeline-parallel-size", "2"},
+        std::vector<std::string>{"--pipeline-parallel-size", "2", "--tensor-parallel-size", "2"}}) {
+    auto with = [&](std::vector<std::string> args) {
+      args.insert(args.end(), sizes.begin(), sizes.end());
+      return args;
+    };
+    const std::string err = run_batched(GetParam(), with({"--max-num-batched-tokens", "48",
+                                                          "--max-num-seqs", "3"}));
+    EXPECT_EQ(stats_value(err, "steps_ahead"), 0) << err;
+    EXPECT_NE(err.find("pipeline stage 1/2"), std::string::npos) << err;
+  }
+  const std::vector<std::string> two = {"--pipeline-parallel-size", "2"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), two.begin(), two.end());
+    return args;
+  };
+  const std::string preempted = run_batched(
+      GetParam(), with({"--num-gpu-blocks-override", "40", "--max-model-len", "560",
+                        "--max-num-batched-tokens", "64", "--max-num-seqs", "8"}));
+  EXPECT_GT(stats_value(preempted, "preemptions"), 0) << preempted;
+  setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);
+  run_batched(GetParam(), with({"--max-num-seqs", "16"}));
+  unsetenv("TROUPE_DEBUG_PAD_DECODE");
+  setenv("TROUPE_SPEC_CONTROL", "0", 1);
+  const std::string spec = run_batched(
+      GetParam(), with({"--speculative-config",
+                        R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})"}));
+  unsetenv("TROUPE_SPEC_CONTROL");
+  EXPECT_GT(stats_value(spec, "spec_draft_tokens"), 0) << spec;
+}
+
+// Pipeline stages in two processes on localhost: `troupe generate` as the
+// head runs stage 0 and waits on distributed_port; `troupe worker
+// --connect` runs stage 1; plans, outputs and activations cross CAF's
+// network layer. Then T = 2 x P = 2 the same way (two ranks a process).
+TEST_P(golden, pipeline_stages_in_two_processes_match) {
+  for (const char* tp : {"1", "2"}) {
+    const std::string port = std::to_string(test_port(tp[0]));
+    const std::vector<std::string> sizes = {"--pipeline-parallel-size", "2",
+                                            "--tensor-parallel-size", tp,
+                                            "--distributed-port", port,
+                                            "--distributed-timeout", "60"};
+    std::vector<std::string> worker = {"worker", "--connect", "127.0.0.1:" + port, "--model",
+                                       model_dir(GetParam())};
+    worker.insert(worker.end(), sizes.begin(), sizes.end());
+    troupe_child stage1(worker);
+    const std::string err = run_batched(GetParam(), sizes);
+    EXPECT_NE(err.find("pipeline stages ready: " + std::string(tp) + " rank(s) here"),
+              std::string::npos) << err;
+    // The head's exit stops the worker, cleanly.
+    EXPECT_EQ(stage1.wait(std::chrono::seconds(30)), 0) << stage1.log();
+  }
 }
 
 // The issue's rule made explicit: one prompts-file run gives each prompt the

@@ -23,19 +23,23 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 43u);
+  ASSERT_EQ(keys.size(), 47u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
   EXPECT_EQ(keys[19], "max_num_seqs_per_request");
   EXPECT_EQ(keys[22], "max_waiting_tokens");
   EXPECT_EQ(keys[24], "async_scheduling");
-  EXPECT_EQ(keys[26], "speculative_config");
-  EXPECT_EQ(keys[27], "enable_lora");
-  EXPECT_EQ(keys[31], "max_cpu_loras");
-  EXPECT_EQ(keys[32], "allow_runtime_lora_updating");
-  EXPECT_EQ(keys[33], "lora_allowed_dirs");
-  EXPECT_EQ(keys[34], "host");
+  EXPECT_EQ(keys[25], "tensor_parallel_size");
+  EXPECT_EQ(keys[26], "pipeline_parallel_size");
+  EXPECT_EQ(keys[27], "distributed_host");
+  EXPECT_EQ(keys[29], "distributed_timeout");
+  EXPECT_EQ(keys[30], "speculative_config");
+  EXPECT_EQ(keys[31], "enable_lora");
+  EXPECT_EQ(keys[35], "max_cpu_loras");
+  EXPECT_EQ(keys[36], "allow_runtime_lora_updating");
+  EXPECT_EQ(keys[37], "lora_allowed_dirs");
+  EXPECT_EQ(keys[38], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 

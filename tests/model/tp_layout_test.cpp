@@ -145,6 +145,28 @@ TEST(tp_layout, padded_layouts_in_full) {
   EXPECT_EQ(tp_layout::head_runs(mha[2].q_head_of, 16), (std::vector<shard_run>{{0, 96, 32}}));
 }
 
+// vLLM's get_pp_indices: layers / P a stage, the remainder one more each
+// to the stages before the last, from the last but one backwards.
+TEST(tp_layout, pipeline_stages_split_the_layers_as_vllm) {
+  const auto sizes = [](int64_t layers, int stages) {
+    std::vector<int64_t> out;
+    int64_t next = 0;
+    for (int s = 0; s < stages; ++s) {
+      const stage_layers l = pipeline_stage_layers(layers, stages, s);
+      EXPECT_EQ(l.begin, next) << layers << " / " << stages;
+      next = l.end;
+      out.push_back(l.end - l.begin);
+    }
+    EXPECT_EQ(next, layers);
+    return out;
+  };
+  EXPECT_EQ(sizes(3, 2), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(sizes(4, 4), (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(sizes(5, 4), (std::vector<int64_t>{1, 1, 2, 1}));
+  EXPECT_EQ(sizes(80, 3), (std::vector<int64_t>{27, 27, 26}));
+  EXPECT_EQ(sizes(32, 1), (std::vector<int64_t>{32}));
+}
+
 TEST(tp_layout, the_sizes_without_padding_and_the_errors) {
   EXPECT_EQ(unpadded_tp_sizes(config_of(32, 8, 14336, 128256), 8), (std::vector<int>{1, 2, 4, 8}));
   EXPECT_EQ(unpadded_tp_sizes(config_of(14, 2, 4864, 151936), 8), (std::vector<int>{1, 2}));
