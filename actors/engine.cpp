@@ -138,14 +138,15 @@ struct engine::impl {
   engine_limits limits;
   std::shared_ptr<const tokenizer> tok;
   std::unique_ptr<troupe_system_config> cfg;
+  std::unique_ptr<caf::actor_system> system;
   // Pipeline stages in several processes: the rendezvous the workers
   // watch, and stage 0's pipe inboxes.
   std::unique_ptr<stage_rendezvous> rendezvous;
   std::vector<caf::actor> inboxes;
-  std::unique_ptr<caf::actor_system> system;
   caf::actor scheduler, block_manager, worker;
   std::vector<caf::actor> ranks;  // each rank's worker (`worker`: their group when several)
   size_t num_local_ranks = 0;     // ranks[0 .. num_local_ranks): this process's
+  std::vector<std::shared_ptr<model_runner>> local_runners;  // their runners
   std::shared_ptr<worker_health> health;
   std::atomic<request_id> next_id{1};
   std::mutex mutex;
@@ -254,6 +255,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                                                        static_cast<int>(p->ranks.size())));
   }
   p->num_local_ranks = p->ranks.size();
+  p->local_runners = local;
   if (distributed) {
     auto remote = p->rendezvous->wait_ready(std::chrono::seconds(config.distributed_timeout));
     if (!remote) {
@@ -274,6 +276,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
     hooks.abort_ranks = [local](const std::string& reason) {
       for (const auto& runner : local) runner->abort_groups(reason);
     };
+    hooks.num_local_ranks = p->num_local_ranks;
     p->worker = p->system->spawn(worker_group_actor, p->ranks,
                                  static_cast<int>(config.pipeline_parallel_size), std::move(hooks));
   }
@@ -356,6 +359,8 @@ engine::~engine() {
   caf::anon_send_exit(impl_->scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->block_manager, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+  // A rank may wait in a collective for one that has stopped: no longer.
+  for (const auto& runner : impl_->local_runners) runner->abort_groups("the engine stops");
   for (size_t r = 0; r < impl_->num_local_ranks; ++r) {
     caf::anon_send_exit(impl_->ranks[r], caf::exit_reason::user_shutdown);
   }

@@ -204,10 +204,11 @@ std::string generation::on_output(size_t i, const request_output& out) {
   if (!out.new_token_ids.empty() || !out.text.empty() || out.finish != finish_reason::none) {
     bytes = chunk(i, out);
   }
-  if (out.unavailable) {
+  if (out.unavailable && !unavailable_sent_) {
     // The headers (200) are out: the stream says it in OpenAI's error
-    // envelope, as vLLM does for an error mid-stream.
+    // envelope, as vLLM does for an error mid-stream (once, whatever n).
     bytes += sse(api_error_body({503, out.error, ""}));
+    unavailable_sent_ = true;
   }
   if (done()) {
     if (ctx_.include_usage) {

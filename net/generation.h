@@ -90,6 +90,7 @@ class generation {
   size_t num_finished_ = 0;
   std::string first_error_;
   bool first_error_unavailable_ = false;
+  bool unavailable_sent_ = false;  // stream: the 503 envelope went out
 };
 
 // "stop", "length", "abort", "error"; null when none.

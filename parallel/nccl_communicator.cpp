@@ -56,20 +56,19 @@ nccl_communicator::~nccl_communicator() {
   ncclCommDestroy(comm_);
 }
 
-void nccl_communicator::check_open() {
-  if (!aborted_) return;
-  std::lock_guard<std::mutex> lock(abort_mu_);
-  throw communicator_aborted("communicator aborted: " + reason_);
+void nccl_communicator::check_open() const {
+  if (aborted_) throw communicator_aborted("communicator aborted: " + reason_);
 }
 
 void nccl_communicator::check(ncclResult_t r, const char* op) {
   if (r == ncclSuccess || r == ncclInProgress) return;
-  abort(std::string(op) + " on rank " + std::to_string(rank_) + ": " + ncclGetErrorString(r) + ": " +
-        ncclGetLastError(comm_));
+  abort_locked(std::string(op) + " on rank " + std::to_string(rank_) + ": " + ncclGetErrorString(r) +
+               ": " + ncclGetLastError(comm_));
   check_open();
 }
 
 void nccl_communicator::all_reduce_sum(const tensor& x) {
+  std::lock_guard<std::mutex> lock(mu_);
   check_open();
   check(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.type), ncclSum, comm_,
                       stream_),
@@ -88,6 +87,7 @@ void nccl_communicator::reserve_gather(size_t bytes) {
 }
 
 void nccl_communicator::all_gather_cols(const tensor& x, const tensor& out) {
+  std::lock_guard<std::mutex> lock(mu_);
   check_open();
   TROUPE_CHECK(x.type == out.type && out.rows >= x.rows && out.cols == size_ * x.cols);
   const size_t esize = dtype_size(x.type), part = bytes_of(x);
@@ -103,24 +103,28 @@ void nccl_communicator::all_gather_cols(const tensor& x, const tensor& out) {
 }
 
 void nccl_communicator::send(const tensor& x, int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
   check_open();
   TROUPE_CHECK(peer >= 0 && peer < size_ && peer != rank_);
   check(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.type), peer, comm_, stream_), "send");
 }
 
 void nccl_communicator::recv(const tensor& x, int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
   check_open();
   TROUPE_CHECK(peer >= 0 && peer < size_ && peer != rank_);
   check(ncclRecv(x.data, static_cast<size_t>(x.numel()), nccl_type(x.type), peer, comm_, stream_), "recv");
 }
 
 void nccl_communicator::abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(abort_mu_);
-    if (aborted_) return;
-    reason_ = reason;
-    aborted_ = true;
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  abort_locked(reason);
+}
+
+void nccl_communicator::abort_locked(const std::string& reason) {
+  if (aborted_) return;
+  reason_ = reason;
+  aborted_ = true;
   ncclCommAbort(comm_);
 }
 

@@ -14,7 +14,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,8 +50,9 @@ class nccl_communicator final : public communicator {
  private:
   nccl_communicator(ncclComm_t comm, int rank, int size, cudaStream_t stream)
       : comm_(comm), rank_(rank), size_(size), stream_(stream) {}
-  void check(ncclResult_t r, const char* op);
-  void check_open();
+  void check(ncclResult_t r, const char* op);  // REQUIRES: mu_ held
+  void check_open() const;  // REQUIRES: mu_ held
+  void abort_locked(const std::string& reason);
 
   ncclComm_t comm_;
   const int rank_, size_;
@@ -60,10 +60,11 @@ class nccl_communicator final : public communicator {
   void* gather_ = nullptr;
   size_t gather_bytes_ = 0;
   // abort() may come from another thread (the worker group's, for a lost
-  // peer) while this rank's thread issues calls: the reason is written
-  // under the mutex before aborted_ is set.
-  std::atomic<bool> aborted_{false};
-  std::mutex abort_mu_;
+  // peer) while this rank's thread issues calls: every call into NCCL and
+  // the abort hold mu_, so ncclCommAbort never frees the communicator
+  // under a call (the calls only enqueue work: they return at once).
+  std::mutex mu_;
+  bool aborted_ = false;
   std::string reason_;
 };
 

@@ -48,7 +48,8 @@ class troupe_child {
 
   pid_t pid() const { return pid_; }
   // Sends `sig` (none: 0) and waits up to `timeout` for the exit; returns
-  // the exit status, or -1 (still running: then it is killed).
+  // the exit status (128 + the signal when a signal ended it, as a shell
+  // says), or -1 (still running: then it is killed).
   int wait(std::chrono::seconds timeout, int sig = 0) {
     if (pid_ <= 0) return status_;
     if (sig != 0) kill(pid_, sig);
@@ -57,7 +58,8 @@ class troupe_child {
     while (std::chrono::steady_clock::now() < deadline) {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        status_ = WIFEXITED(status) ? WEXITSTATUS(status)
+                                    : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
         return status_;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -125,9 +125,12 @@ result<parallel_groups> make_groups(const engine_config& config, bool cuda,
   g.tp = g.tp_size > 1 || one_rank_group();
   g.pp_external = local.pipeline;
   g.pp = g.pp_size > 1 && !g.pp_external;
+  // How long a rank waits for a peer before the group is taken as lost
+  // (a stage waits for the earlier stages' whole forward pass).
+  const auto timeout = std::chrono::milliseconds(std::chrono::seconds(config.distributed_timeout));
   for (int s = 0; g.tp && s < g.pp_size; ++s) {
     if (!cuda) {
-      g.tp_cpu.push_back(cpu_group::create(g.tp_size));
+      g.tp_cpu.push_back(cpu_group::create(g.tp_size, timeout));
       continue;
     }
 #ifdef TROUPE_HAVE_CUDA
@@ -138,7 +141,7 @@ result<parallel_groups> make_groups(const engine_config& config, bool cuda,
   }
   for (int t = 0; g.pp && t < g.tp_size; ++t) {
     if (!cuda) {
-      g.pp_cpu.push_back(cpu_group::create(g.pp_size));
+      g.pp_cpu.push_back(cpu_group::create(g.pp_size, timeout));
       continue;
     }
 #ifdef TROUPE_HAVE_CUDA
@@ -444,8 +447,8 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
                            model.head_dim * static_cast<int64_t>(dtype_size(type));
     e.kv_bytes = static_cast<int64_t>(double(gpu_bytes) * config.gpu_memory_utilization) -
                  e.weights - e.workspace - e.reserved;
-    const int64_t block_bytes = e.kv_bytes_per_token * limits->block_size;
-    e.kv_tokens = std::max<int64_t>(e.kv_bytes, 0) / block_bytes * limits->block_size;
+    // Blocks of the largest stage's size, as the real plan counts them.
+    e.kv_tokens = std::max<int64_t>(e.kv_bytes, 0) / limits->kv_bytes_per_block * limits->block_size;
     ranks.push_back(std::move(e));
   }
   return ranks;

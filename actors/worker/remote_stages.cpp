@@ -2,6 +2,7 @@
 
 #include <caf/io/all.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <map>
@@ -52,7 +53,9 @@ std::vector<std::string> stage_checks(const engine_config& config, const model_c
           line("num_blocks", limits.num_blocks),
           line("max_num_batched_tokens", limits.max_num_batched_tokens),
           line("max_num_seqs", limits.max_num_seqs),
-          line("num_speculative_tokens", limits.num_speculative_tokens)};
+          line("num_cpu_blocks", limits.num_cpu_blocks),
+          line("num_speculative_tokens", limits.num_speculative_tokens),
+          line("max_loras", limits.max_loras)};
 }
 
 std::vector<std::string> check_differences(const std::vector<std::string>& worker,
@@ -81,7 +84,8 @@ struct stage_rendezvous::state {
   std::vector<std::vector<caf::actor>> ranks;  // by stage, once ready
   std::vector<caf::actor> controls;            // the ready workers' processes
   std::vector<std::pair<int, caf::typed_response_promise<worker_welcome>>> waiting;
-  std::string failure;  // a stage that failed to load
+  std::vector<caf::actor_addr> workers;  // by stage: whose hello took it
+  std::string failure;  // a stage that failed to load (or whose worker went while loading)
 
   bool all(const std::vector<bool>& v) const {
     for (size_t s = 1; s < v.size(); ++s) {
@@ -102,6 +106,26 @@ namespace {
 
 caf::behavior rendezvous_actor(caf::event_based_actor* self,
                                std::shared_ptr<stage_rendezvous::state> st) {
+  // A worker that goes before its stage is ready: before every stage said
+  // hello its stage is free again (another worker may take it); after, the
+  // head's wait_ready fails at once naming it.
+  self->set_down_handler([st](caf::down_msg& msg) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    for (int s = 1; s < st->pp; ++s) {
+      if (st->workers[static_cast<size_t>(s)] != msg.source || st->ready[static_cast<size_t>(s)]) continue;
+      st->workers[static_cast<size_t>(s)] = caf::actor_addr();
+      if (!st->all(st->hello)) {
+        st->hello[static_cast<size_t>(s)] = false;
+        auto& w = st->waiting;
+        w.erase(std::remove_if(w.begin(), w.end(), [s](const auto& p) { return p.first == s; }), w.end());
+        get_logger("engine")->warn("pipeline stage {}: its worker went before every stage "
+                                   "connected; the stage is free again", s);
+      } else {
+        st->failure = "pipeline stage " + std::to_string(s) + ": its worker went while loading";
+        st->cv.notify_all();
+      }
+    }
+  });
   return {
       [self, st](worker_hello& hello) -> caf::result<worker_welcome> {
         std::lock_guard<std::mutex> lock(st->mu);
@@ -134,6 +158,10 @@ caf::behavior rendezvous_actor(caf::event_based_actor* self,
           return refused;
         }
         st->hello[static_cast<size_t>(stage)] = true;
+        st->workers[static_cast<size_t>(stage)] = self->current_sender()
+                                                      ? caf::actor_cast<caf::actor_addr>(self->current_sender())
+                                                      : caf::actor_addr();
+        if (self->current_sender()) self->monitor(self->current_sender());
         for (int t = 0; t < st->tp; ++t) {
           st->inboxes[static_cast<size_t>(stage * st->tp + t)] = hello.inboxes[static_cast<size_t>(t)];
         }
@@ -179,6 +207,7 @@ result<std::unique_ptr<stage_rendezvous>> stage_rendezvous::open(caf::actor_syst
   st->inboxes.resize(static_cast<size_t>(st->tp * st->pp));
   std::copy(local.begin(), local.end(), st->inboxes.begin());
   st->hello.assign(static_cast<size_t>(st->pp), false);
+  st->workers.resize(static_cast<size_t>(st->pp));
   st->ready.assign(static_cast<size_t>(st->pp), false);
   st->ranks.resize(static_cast<size_t>(st->pp));
   caf::actor actor = system.spawn(rendezvous_actor, st);
@@ -246,6 +275,10 @@ result<head_stage> start_head_stage(caf::actor_system& system, const engine_conf
   const auto tp = static_cast<int>(config.tensor_parallel_size);
   const auto pp = static_cast<int>(config.pipeline_parallel_size);
   const auto timeout = std::chrono::seconds(config.distributed_timeout);
+  if (wants_cuda(config)) {
+    return make_error("distributed_port: pipeline stages in several processes run on the cpu "
+                      "backend only so far (--backend cpu); NCCL between processes is not wired yet");
+  }
   head_stage head;
   std::vector<std::shared_ptr<pipe_mailbox>> mailboxes;
   for (int t = 0; t < tp; ++t) {
@@ -270,7 +303,8 @@ result<head_stage> start_head_stage(caf::actor_system& system, const engine_conf
   local.pipeline = [&](int t) -> std::unique_ptr<communicator> {
     std::vector<caf::actor> column;  // tensor-parallel rank t's pipeline
     for (int s = 0; s < pp; ++s) column.push_back((*inboxes)[static_cast<size_t>(s * tp + t)]);
-    return std::make_unique<actor_pipe>(0, std::move(column), mailboxes[static_cast<size_t>(t)]);
+    return std::make_unique<actor_pipe>(0, std::move(column), mailboxes[static_cast<size_t>(t)],
+                                        timeout);
   };
   auto runners = load_runners(config, model, limits, local);
   if (!runners) return fail(std::move(runners).take_error());

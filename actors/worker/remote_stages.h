@@ -80,7 +80,8 @@ result<head_stage> start_head_stage(caf::actor_system& system, const engine_conf
 
 // `troupe worker --connect HOST:PORT [--rank-offset R]`: runs one stage
 // for the head until the head goes (exit 0 when it shut down, 1 when it
-// was lost or refused this worker, 2 on a configuration error).
+// was lost or refused this worker, 2 on a configuration error, 3 when it
+// stopped but CAF's teardown hung and was cut short).
 int run_stage_worker(const engine_config& config, const model_config& model,
                      const std::string& host, int port, int rank_offset);
 

@@ -132,7 +132,15 @@ caf::behavior worker_group_actor(caf::event_based_actor* self, std::vector<caf::
   g->hooks = std::move(hooks);
   for (const caf::actor& rank : g->ranks) self->monitor(rank);
   self->set_down_handler([g](caf::down_msg& msg) {
-    if (msg.reason == caf::exit_reason::user_shutdown) return;  // the engine stops
+    // A local rank's shutdown is the engine's (it stops this group first);
+    // a rank in a worker process that shuts down (SIGTERM) is lost too.
+    const bool local = [&] {
+      for (size_t r = 0; r < g->hooks.num_local_ranks && r < g->ranks.size(); ++r) {
+        if (msg.source == g->ranks[r].address()) return true;
+      }
+      return false;
+    }();
+    if (local && msg.reason == caf::exit_reason::user_shutdown) return;
     const std::string why = msg.reason == caf::exit_reason::remote_link_unreachable
                                 ? "its process is unreachable (it exited or was killed, or "
                                   "stopped answering the heartbeat)"

@@ -37,6 +37,9 @@ caf::behavior worker_actor(caf::event_based_actor* self, std::shared_ptr<model_r
 struct worker_group_hooks {
   std::shared_ptr<worker_health> health;
   std::function<void(const std::string&)> abort_ranks;
+  // ranks[0 .. num_local_ranks) are this process's: their shutdown is the
+  // engine's; any other rank that goes is lost.
+  size_t num_local_ranks = 0;
 };
 
 // The workers of a parallel engine as the scheduler sees one worker: each

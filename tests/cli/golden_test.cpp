@@ -259,8 +259,10 @@ TEST_P(golden, pipeline_stages_in_two_processes_match) {
     const std::string err = run_batched(GetParam(), sizes);
     EXPECT_NE(err.find("pipeline stages ready: " + std::string(tp) + " rank(s) here"),
               std::string::npos) << err;
-    // The head's exit stops the worker, cleanly.
-    EXPECT_EQ(stage1.wait(std::chrono::seconds(30)), 0) << stage1.log();
+    // The head's exit stops the worker (3: stopped, CAF's teardown cut short;
+    // actors/worker/remote_stages.h).
+    const int code = stage1.wait(std::chrono::seconds(30));
+    EXPECT_TRUE(code == 0 || code == 3) << code << "\n" << stage1.log();
   }
 }
 
