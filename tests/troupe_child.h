@@ -17,26 +17,31 @@
 
 namespace troupe::testing {
 
+// Starts `troupe ARGS...` with stdout and stderr appended to `log_path`;
+// returns its pid.
+inline pid_t spawn_troupe(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<std::string> argv{TROUPE_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::FILE* f = std::fopen(log_path.c_str(), "a");
+    if (f != nullptr) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 class troupe_child {
  public:
-  explicit troupe_child(std::vector<std::string> args) : dir_("child") {
-    std::vector<std::string> argv{TROUPE_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const std::string log_path = (dir_ / "log").string();
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::FILE* f = std::fopen(log_path.c_str(), "a");
-      if (f != nullptr) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      std::vector<char*> cargv;
-      for (std::string& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv(cargv[0], cargv.data());
-      _exit(127);
-    }
-  }
+  explicit troupe_child(const std::vector<std::string>& args)
+      : dir_("child"), pid_(spawn_troupe(args, (dir_ / "log").string())) {}
   ~troupe_child() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);

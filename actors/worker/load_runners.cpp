@@ -32,6 +32,20 @@ struct rank_state {
   std::string error;
 };
 
+// A runner's limits: the engine's (num_blocks 0 until the memory plan).
+runner_limits runner_limits_of(const engine_limits& limits) {
+  runner_limits rl;
+  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
+  rl.max_num_seqs = limits.max_num_seqs;
+  rl.max_model_len = limits.max_model_len;
+  rl.block_size = limits.block_size;
+  rl.num_blocks = limits.num_blocks;
+  rl.num_cpu_blocks = limits.num_cpu_blocks;
+  rl.num_speculative_tokens = limits.num_speculative_tokens;
+  rl.max_loras = limits.max_loras;
+  return rl;
+}
+
 // body(rank) for every rank: inline for one, else on a thread a rank.
 void for_each_rank(int size, const std::function<void(int)>& body) {
   if (size == 1) {
@@ -79,11 +93,7 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   type = cuda_compute_type(config, model);
 #ifdef TROUPE_HAVE_CUDA
   auto backend = std::make_unique<cuda_ops>(device, limits.max_num_batched_tokens);
-  runner_limits step_limits;
-  step_limits.max_num_batched_tokens = limits.max_num_batched_tokens;
-  step_limits.max_num_seqs = limits.max_num_seqs;
-  step_limits.max_model_len = limits.max_model_len;
-  step_limits.num_speculative_tokens = limits.num_speculative_tokens;
+  const runner_limits step_limits = runner_limits_of(limits);
   // A step's attention sequences: its sequences, or a verify step's tokens
   // (speculative decoding), each sampled once.
   const int64_t attention_seqs = model_runner::max_attention_seqs(step_limits);
@@ -95,7 +105,6 @@ result<std::unique_ptr<ops>> make_backend(const engine_config& config, const mod
   // The pinned staging of a step's inputs, at the largest step's size (plus
   // the sampler's parameters), so that no page-locked allocation (an
   // implicit synchronisation) happens while serving.
-  step_limits.block_size = limits.block_size;
   backend->reserve_staging(model_runner::input_bytes(step_limits) + (size_t{1} << 20));
   return std::unique_ptr<ops>(std::move(backend));
 #else
@@ -199,17 +208,10 @@ status plan_rank_memory(const engine_config& config, const model_config& model,
   gpu_memory_state m;
   if (!cuda::memory_info(m.free, m.total)) return make_error("backend cuda: cudaMemGetInfo failed");
   m.weights = free_before - m.free;
-  runner_limits planned;
-  planned.max_num_batched_tokens = limits.max_num_batched_tokens;
-  planned.max_num_seqs = limits.max_num_seqs;
-  planned.max_model_len = limits.max_model_len;
-  planned.block_size = limits.block_size;
-  planned.num_speculative_tokens = limits.num_speculative_tokens;
-  planned.max_loras = limits.max_loras;
   // The runner's own buffers, plus headroom for cuBLAS workspaces, CUDA
   // graphs and the start-up tuning's scratch (the sampler's buffers are
   // reserved before free_before: already counted).
-  m.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20);
+  m.reserved = model_runner::buffer_bytes(runner_limits_of(limits), model.vocab_size) + (256LL << 20);
   auto blocks = plan_gpu_kv_blocks(m, config.gpu_memory_utilization, limits.kv_bytes_per_block,
                                    limits.block_size, limits.max_model_len);
   if (!blocks) return std::move(blocks).take_error();
@@ -299,15 +301,7 @@ status load_rank(const engine_config& config, const model_config& model,
 // A rank's runner over its KV cache, and its CUDA graphs.
 void make_runner(const engine_config& config, const engine_limits& limits, bool log_graphs,
                  rank_state& rank) {
-  runner_limits rl;
-  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
-  rl.max_num_seqs = limits.max_num_seqs;
-  rl.max_model_len = limits.max_model_len;
-  rl.block_size = limits.block_size;
-  rl.num_blocks = limits.num_blocks;
-  rl.num_cpu_blocks = limits.num_cpu_blocks;
-  rl.num_speculative_tokens = limits.num_speculative_tokens;
-  rl.max_loras = limits.max_loras;
+  const runner_limits rl = runner_limits_of(limits);
   std::vector<std::unique_ptr<communicator>> groups;
   groups.push_back(std::move(rank.tp));
   groups.push_back(std::move(rank.pp));
@@ -417,13 +411,7 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
   const int stages = static_cast<int>(config.pipeline_parallel_size);
   auto limits = derive_engine_limits(c, model, true, gpu_bytes, "");
   if (!limits) return std::move(limits).take_error();
-  runner_limits planned;
-  planned.max_num_batched_tokens = limits->max_num_batched_tokens;
-  planned.max_num_seqs = limits->max_num_seqs;
-  planned.max_model_len = limits->max_model_len;
-  planned.block_size = limits->block_size;
-  planned.num_speculative_tokens = limits->num_speculative_tokens;
-  planned.max_loras = limits->max_loras;
+  const runner_limits planned = runner_limits_of(*limits);
   const dtype type = cuda_compute_type(c, model);
   std::vector<rank_memory_estimate> ranks;
   for (int g = 0; g < tp_size * stages; ++g) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/temp_dir.h"
+#include "tests/troupe_child.h"
 
 namespace troupe::testing {
 
@@ -160,24 +161,11 @@ class server_process {
 
  private:
   void start(const std::vector<std::string>& args, int port) {
-    std::vector<std::string> argv{TROUPE_BINARY, "serve"};
+    std::vector<std::string> argv{"serve"};
     argv.insert(argv.end(), args.begin(), args.end());
     for (const char* a : {"--host", "127.0.0.1", "--port"}) argv.emplace_back(a);
     argv.push_back(std::to_string(port));
-    const std::string log_path = (log_dir_ / "log").string();
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::FILE* f = std::fopen(log_path.c_str(), "a");
-      if (f != nullptr) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      std::vector<char*> cargv;
-      for (std::string& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv(cargv[0], cargv.data());
-      _exit(127);
-    }
+    pid_ = spawn_troupe(argv, (log_dir_ / "log").string());
     probe_port_ = port;
   }
 
