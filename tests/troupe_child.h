@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,18 @@
 #include "tests/temp_dir.h"
 
 namespace troupe::testing {
+
+// The text of a child's log file ("" when there is none).
+inline std::string read_log(const std::filesystem::path& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  std::string out;
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
 
 // Starts `troupe ARGS...` with stdout and stderr appended to `log_path`;
 // returns its pid.
@@ -74,16 +87,7 @@ class troupe_child {
     pid_ = -1;
     return -1;
   }
-  std::string log() const {
-    std::FILE* f = std::fopen((dir_ / "log").c_str(), "r");
-    std::string out;
-    if (f == nullptr) return out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    std::fclose(f);
-    return out;
-  }
+  std::string log() const { return read_log(dir_ / "log"); }
 
  private:
   temp_dir dir_;

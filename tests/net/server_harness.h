@@ -128,16 +128,7 @@ class server_process {
   int port() const { return port_; }  // 0: never became healthy
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
-  std::string log() const {
-    std::FILE* f = std::fopen((log_dir_ / "log").c_str(), "r");
-    std::string out;
-    if (f == nullptr) return out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    std::fclose(f);
-    return out;
-  }
+  std::string log() const { return read_log(log_dir_ / "log"); }
 
   // Sends `sig` and waits up to `timeout`; returns the exit status, or -1
   // (then the process is killed).
