@@ -211,17 +211,15 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   const bool distributed = config.distributed_port > 0;
   p->cfg = std::make_unique<troupe_system_config>(distributed);
   p->system = std::make_unique<caf::actor_system>(*p->cfg);
-  result<std::vector<std::unique_ptr<model_runner>>> runners = make_error("");
-  if (distributed) {
+  auto runners = [&]() -> result<std::vector<std::unique_ptr<model_runner>>> {
+    if (!distributed) return load_runners(config, *model, *limits);
     auto head = start_head_stage(*p->system, config, *model, *limits);
     if (!head) return std::move(head).take_error();
     p->rendezvous = std::move(head->rendezvous);
     p->inboxes = std::move(head->inboxes);
-    runners = std::move(head->runners);
-  } else {
-    runners = load_runners(config, *model, *limits);
-    if (!runners) return std::move(runners).take_error();
-  }
+    return std::move(head->runners);
+  }();
+  if (!runners) return std::move(runners).take_error();
   // The KV cache is sized now (on cuda by the memory plan).
   limits->max_waiting_tokens = config.max_waiting_tokens.value_or(
       std::max(limits->max_model_len, 4 * (limits->num_blocks - 1) * limits->block_size));
