@@ -295,6 +295,16 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
   sl.async_scheduling = overlap;
+  // Pipeline stages: P micro-batches in flight so that every stage has one
+  // to run (TROUPE_PIPELINE_MICROBATCHES=0: one step at a time, to compare).
+  if (const char* mb = std::getenv("TROUPE_PIPELINE_MICROBATCHES");
+      !overlap && (mb == nullptr || std::string(mb) != "0")) {
+    sl.pipeline_depth = config.pipeline_parallel_size;
+  }
+  if (sl.pipeline_depth > 1) {
+    get_logger("engine")->info("pipeline micro-batches: up to {} steps in flight",
+                               sl.pipeline_depth);
+  }
   sl.max_loras = limits->max_loras;
   caf::actor drafter;
   if (const speculative_settings spec = speculative_settings_of(config); spec.enabled()) {

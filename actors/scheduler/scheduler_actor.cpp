@@ -105,10 +105,11 @@ void maybe_step(self_ptr self) {
     sync_drafter(self);
     return;
   }
-  if (core.steps_in_flight() > 1) return;  // the older one's output comes first
-  if (core.steps_in_flight() == 1) {
-    // Plan the next step now if it needs nothing from the running one;
-    // else the worker finishes that one and its output drives the next.
+  if (core.steps_in_flight() >= core.max_steps_in_flight()) return;  // an output comes first
+  if (core.steps_in_flight() > 0) {
+    // Plan the next step now if it needs nothing from the running ones
+    // (async scheduling, pipeline micro-batches); else the worker finishes
+    // them and their outputs drive the next.
     if (!core.can_schedule_ahead()) {
       release_worker(self);
       return;

@@ -145,6 +145,10 @@ int64_t token_budget_scheduler::expected_cached(const request_state& r) const {
 
 bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
   if (r.aborted || r.done || r.num_tokens_eff() <= r.computed_eff()) return false;
+  // Micro-batches: a request in a step in flight waits for that step's
+  // tokens (the last stage samples them); one that is in none has every
+  // token known, drafts included.
+  if (limits_.pipeline_depth > 1) return r.inflight_tokens == 0;
   // Verifying drafts: its accepted count is not known yet. A drafter match:
   // it waits for its tokens to verify drafts next.
   if (r.spec_inflight || (limits_.num_speculative_tokens > 0 && r.wants_spec)) return false;
@@ -159,23 +163,41 @@ bool token_budget_scheduler::schedulable_ahead(const request_state& r) const {
   return true;
 }
 
+int token_budget_scheduler::max_steps_in_flight() const {
+  if (limits_.pipeline_depth > 1) return static_cast<int>(limits_.pipeline_depth);
+  return limits_.async_scheduling ? 2 : 1;
+}
+
+size_t token_budget_scheduler::running_per_step() const {
+  if (limits_.pipeline_depth <= 1) return running_.size();
+  const auto depth = static_cast<size_t>(limits_.pipeline_depth);
+  return (running_.size() + depth - 1) / depth;
+}
+
 bool token_budget_scheduler::can_schedule_ahead() const {
-  if (!limits_.async_scheduling || in_flight_ != 1 || committed_.size() != 1) return false;
+  if (in_flight_ == 0 || in_flight_ >= max_steps_in_flight()) return false;
+  if (committed_.size() != static_cast<size_t>(in_flight_)) return false;  // a transaction is open
   if (!has_unfinished()) return false;
   // Forks share blocks and sample from their leader's logits; a penalized
   // request's sampler needs the token still out (planning around it would
-  // run it every other step): lockstep for those.
+  // run it every other step): lockstep for those. (Micro-batches never
+  // plan a request whose tokens are out.)
   for (const request_ptr& r : running_) {
     if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return false;
-    if (r->placeholders > 0 && !r->aborted && has_penalties(r->params)) return false;
+    if (limits_.pipeline_depth <= 1 && r->placeholders > 0 && !r->aborted &&
+        has_penalties(r->params)) {
+      return false;
+    }
   }
   // Every running request that can go must fit without a preemption (the
   // order of schedule_running; priority order is kept by the last schedule).
   int64_t budget = limits_.max_num_batched_tokens, free = num_blocks_free_;
   bool any = false;
+  size_t taken = 0;
   for (const request_ptr& r : running_) {
-    if (budget <= 0) break;
+    if (budget <= 0 || taken == running_per_step()) break;
     if (!schedulable_ahead(*r)) continue;
+    ++taken;
     const int64_t num_new = std::min(r->num_tokens_eff() - r->computed_eff(), budget);
     const int64_t need = blocks_needed(*r, num_new);
     if (need > free) return false;  // would preempt: wait for the step
@@ -268,8 +290,11 @@ void token_budget_scheduler::allot_prefill_tokens(int64_t budget, int64_t slots)
   // order (decode tokens come off the budget first), then the waiting
   // requests the free slots could admit, skipping groups at their slot share.
   std::vector<std::pair<request_id, int64_t>> demands;
+  size_t taken = 0;
   for (const request_ptr& r : running_) {
+    if (taken == running_per_step()) break;
     if (ahead_ && !schedulable_ahead(*r)) continue;
+    ++taken;
     const int64_t need = r->num_tokens_eff() - r->computed_eff();
     if (need == 1) --budget;
     else if (need > 1) demands.emplace_back(r->group, need);
@@ -298,7 +323,9 @@ int64_t token_budget_scheduler::count_slots(bool into_fair_share) {
 
 bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budget) {
   bool preempted = false;
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  const size_t per_step = running_per_step();
+  size_t taken = 0;
+  for (size_t i = 0; i < running_.size() && budget > 0 && taken < per_step; ++i) {
     const request_ptr r = running_[i];
     if (ahead_ && !schedulable_ahead(*r)) continue;
     const int64_t need = r->num_tokens_eff() - r->computed_eff();
@@ -328,6 +355,7 @@ bool token_budget_scheduler::schedule_running(kv_transaction& txn, int64_t& budg
     if (self_preempted) break;
     reserve(*r, num_new, txn, budget);
     fair_.use_tokens(r->group, num_new);
+    ++taken;
   }
   return preempted;
 }

@@ -38,7 +38,16 @@
 // stop, abort) has its ahead-planned work dropped when that step returns;
 // its blocks are freed in the next transaction, which is applied after the
 // step that last used them on the device stream. Updates come in step
-// order; a transaction is never open across an update. Plain class, no
+// order; a transaction is never open across an update.
+//
+// Pipeline micro-batches (pipeline_depth P > 1, async_scheduling off): up
+// to P steps are in flight, each of requests no other in-flight step holds
+// (a request's next input is sampled by the last stage, so it waits for its
+// step), so every stage has a step to run (vLLM's batch queue). A step
+// takes at most ceil(running / P) running requests; the ones in flight are
+// skipped, so the micro-batches rotate through the running set. As with
+// async scheduling, a step planned while others are in flight never
+// preempts, and forks and copy-on-write wait for lockstep. Plain class, no
 // CAF: the scheduler actor's thread only.
 #pragma once
 
@@ -76,6 +85,11 @@ struct scheduler_limits {
   std::vector<int32_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring none
   bool async_scheduling = false;  // plan a step while the previous one runs
+  // Pipeline parallelism: up to this many steps (micro-batches) in flight at
+  // once, no request in two of them; each takes at most ceil(running /
+  // pipeline_depth) running requests, so the micro-batches stay balanced
+  // and every stage has one to run. 1: off.
+  int64_t pipeline_depth = 1;
   // Speculative decoding: the most draft tokens a request verifies in a step
   // (0: off). Drafts come from the drafter (set_drafts); spec_control picks
   // how many of them each step verifies (spec_adaptive false: all of them).
@@ -138,8 +152,11 @@ class token_budget_scheduler {
   bool step_in_flight() const { return in_flight_ > 0; }
   int steps_in_flight() const { return in_flight_; }
   bool async_scheduling() const { return limits_.async_scheduling; }
-  // With one step in flight (and async_scheduling): whether a next step can
-  // be planned now without that step's results (see above).
+  // Steps that may be in flight at once: 1 (lockstep), 2 (async
+  // scheduling) or pipeline_depth (micro-batches).
+  int max_steps_in_flight() const;
+  // With steps in flight (fewer than max_steps_in_flight): whether a next
+  // step can be planned now without their results (see above).
   bool can_schedule_ahead() const;
   // Blocks of finished requests not yet returned to the block manager: a
   // transaction (schedule/commit with no requests) should carry them back.
@@ -239,6 +256,8 @@ class token_budget_scheduler {
   };
   // Whether r can be planned ahead of the in-flight step (and how many tokens).
   bool schedulable_ahead(const request_state& r) const;
+  // Running requests one step may take (pipeline micro-batches), else all.
+  size_t running_per_step() const;
 
   int64_t blocks_needed(const request_state& r, int64_t num_new_tokens) const;
   // Tokens a waiting request will find in the prefix cache because a sibling

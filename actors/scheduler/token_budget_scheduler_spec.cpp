@@ -107,8 +107,11 @@ void token_budget_scheduler::choose_spec_tokens() {
   control_.begin_step();
   std::vector<spec_candidate> candidates;
   int64_t base_tokens = 0, base_emitted = 0;
+  size_t taken = 0;
   for (const request_ptr& r : running_) {
+    if (taken == running_per_step()) break;
     if (ahead_ && !schedulable_ahead(*r)) continue;
+    ++taken;
     const int64_t need = r->num_tokens_eff() - r->computed_eff();
     base_tokens += need;
     if (need == 1) ++base_emitted;

@@ -363,7 +363,13 @@ std::string token_budget_scheduler::check_invariants() const {
     if (r->done || !r->in_waiting) return "a waiting request is finished or not marked" + id(r);
     if (!r->block_ids.empty()) return "a waiting request holds device blocks" + id(r);
   }
+  std::unordered_set<request_id> in_steps;  // micro-batches hold distinct requests
   for (const step_record& rec : committed_) {
+    for (const request_ptr& r : rec.requests) {
+      if (limits_.pipeline_depth > 1 && !in_steps.insert(r->id).second) {
+        return "a request is in two micro-batches in flight" + id(r);
+      }
+    }
     int64_t tokens = 0;
     for (int64_t t : rec.tokens) tokens += t;
     if (tokens > limits_.max_num_batched_tokens ||

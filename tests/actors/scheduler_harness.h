@@ -362,8 +362,11 @@ class harness {
   // output is applied whenever the scheduler allows (can_schedule_ahead);
   // outputs are applied in step order. The fake worker runs plans in commit
   // order, as the device stream does, so a placeholder token is known to it
-  // by the time the next plan reads it. Returns the steps planned ahead.
-  int64_t run_pipelined() {
+  // by the time the next plan reads it. With pipeline micro-batches, up to
+  // pipeline_depth steps are in flight the same way (each stage runs them in
+  // commit order). Returns the steps planned ahead; `per_step`, if given,
+  // gets each step's running (already admitted) requests.
+  int64_t run_pipelined(std::vector<size_t>* per_step = nullptr) {
     worker.pipelined = true;
     std::deque<step_plan> in_flight;  // committed, not yet run and updated
     int64_t ahead = 0;
@@ -375,13 +378,15 @@ class harness {
         continue;
       }
       EXPECT_EQ(sched.steps_in_flight(), static_cast<int>(in_flight.size()));
-      if (in_flight.size() == 1 && sched.can_schedule_ahead()) {
+      while (static_cast<int>(in_flight.size()) < sched.max_steps_in_flight() &&
+             sched.can_schedule_ahead()) {
         const step_plan plan = commit_step({});
-        if (plan.step_id != 0) {
-          in_flight.push_back(plan);
-          ++ahead;
-        }
+        if (plan.step_id == 0) break;
+        in_flight.push_back(plan);
+        ++ahead;
       }
+      EXPECT_EQ(sched.check_invariants(), "");
+      if (per_step != nullptr) per_step->push_back(in_flight.front().cached_requests.size());
       std::map<request_id, int64_t> scheduled;
       execute_step(in_flight.front(), scheduled, {});
       in_flight.pop_front();

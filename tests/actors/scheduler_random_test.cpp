@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <deque>
 #include <random>
 #include <set>
 
@@ -28,6 +29,7 @@ struct random_case {
   bool chunked = true;
   int64_t swap_blocks = 0;
   bool spec = false;  // speculative decoding: random drafts, right and wrong
+  int64_t depth = 1;  // pipeline micro-batches: steps in flight at once
 };
 
 // One API request: n samples of one prompt (forks of the first), or several
@@ -40,6 +42,7 @@ class random_driver {
  public:
   random_driver(const random_case& c, scheduler_limits l) : rng_(c.seed), h_(l) {
     h_.worker.sample_from_context = true;
+    h_.worker.pipelined = c.depth > 1;
     if (c.spec) {
       // Drafts that continue the history as the model would, corrupted at a
       // random position half the time: accepted, partly accepted, rejected.
@@ -107,16 +110,17 @@ class random_driver {
       // step run and not yet applied.
       if (pick(1, 10) == 1) k.after_schedule = [this] { abort_one(); };
       if (pick(1, 10) == 1) k.after_execute = [this] { abort_one(); check("after execute"); };
-      h_.step(k);
+      one_step(k);
       check("after update");
       if (::testing::Test::HasFailure()) return;
     }
-    for (int i = 0; i < 20000 && h_.sched.has_unfinished(); ++i) {
-      h_.step();
+    for (int i = 0; i < 20000 && (h_.sched.has_unfinished() || !in_flight_.empty()); ++i) {
+      one_step({});
       check("draining");
       if (::testing::Test::HasFailure()) return;
     }
     ASSERT_FALSE(h_.sched.has_unfinished());
+    ASSERT_TRUE(in_flight_.empty());
     h_.drain_and_expect_all_blocks_free();
     check("at the end");
   }
@@ -140,7 +144,35 @@ class random_driver {
     }
   }
 
+  // One step in lockstep; with micro-batches, as many steps planned as the
+  // scheduler allows (steps stay in flight across calls), then the oldest
+  // run and its output applied.
+  void one_step(const hooks& k) {
+    if (h_.limits.pipeline_depth <= 1) {
+      h_.step(k);
+      return;
+    }
+    if (in_flight_.empty()) {
+      const step_plan plan = h_.commit_step(k);
+      if (plan.step_id != 0) in_flight_.push_back(plan);
+    }
+    while (!in_flight_.empty() &&
+           static_cast<int>(in_flight_.size()) < h_.sched.max_steps_in_flight() &&
+           h_.sched.can_schedule_ahead()) {
+      const step_plan plan = h_.commit_step({});
+      if (plan.step_id == 0) break;
+      in_flight_.push_back(plan);
+      ++num_ahead_;
+    }
+    check("after commits");
+    if (in_flight_.empty()) return;
+    std::map<request_id, int64_t> scheduled;
+    h_.execute_step(in_flight_.front(), scheduled, k);
+    in_flight_.pop_front();
+  }
+
   const harness& h() const { return h_; }
+  int64_t num_ahead() const { return num_ahead_; }
   int64_t num_checks() const { return num_checks_; }
 
  private:
@@ -153,6 +185,8 @@ class random_driver {
   std::set<request_id> aborted_;
   std::map<request_id, int32_t> max_tokens_;
   int64_t num_checks_ = 0;
+  std::deque<step_plan> in_flight_;  // micro-batches committed, not yet run
+  int64_t num_ahead_ = 0;
 };
 
 scheduler_limits random_limits(const random_case& c, std::mt19937_64& rng) {
@@ -167,6 +201,7 @@ scheduler_limits random_limits(const random_case& c, std::mt19937_64& rng) {
   l.enable_chunked_prefill = c.chunked;
   l.enable_prefix_caching = c.prefix_caching;
   l.num_cpu_blocks = c.swap_blocks;
+  l.pipeline_depth = c.depth;
   return l;
 }
 
@@ -213,6 +248,39 @@ TEST(scheduler_random_test, forks_aborts_preemptions_and_swaps_keep_every_invari
   EXPECT_GT(accepted, 100);             // drafts kept,
   EXPECT_GT(drafts - accepted, 100);    // and rolled back
   EXPECT_GT(checks, static_cast<int64_t>(num_cases) * 150);
+}
+
+// The same with pipeline micro-batches (2 to 4 steps in flight): aborts
+// land while several steps are out, preemptions and swaps happen only when
+// none is, and no request is ever in two steps at once (check_invariants).
+TEST(scheduler_random_test, micro_batches_keep_every_invariant) {
+  int64_t preemptions = 0, ahead = 0, accepted = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    random_case c;
+    c.seed = 1000 + seed;
+    c.prefix_caching = seed % 2 == 0;
+    c.chunked = seed % 5 != 0;
+    c.swap_blocks = seed % 3 == 0 ? 24 : 0;
+    c.spec = seed % 4 == 1;
+    c.depth = 2 + static_cast<int64_t>(seed % 3);
+    std::mt19937_64 rng(seed * 104729);
+    scheduler_limits l = random_limits(c, rng);
+    if (c.spec) {
+      l.num_speculative_tokens = 3;
+      l.spec_adaptive = false;
+    }
+    SCOPED_TRACE("seed " + std::to_string(c.seed) + ", depth " + std::to_string(c.depth));
+    random_driver d(c, l);
+    d.run(150);
+    if (::testing::Test::HasFailure()) return;
+    d.expect_outputs();
+    preemptions += d.h().sched.stats().num_preemptions;
+    accepted += d.h().sched.stats().spec_num_accepted_tokens;
+    ahead += d.num_ahead();
+  }
+  EXPECT_GT(preemptions, 20);
+  EXPECT_GT(ahead, 500);
+  EXPECT_GT(accepted, 20);
 }
 
 // The crash of issue 19: more parallel samples than max_num_seqs. The

@@ -204,10 +204,12 @@ TEST_P(golden, tensor_parallel_ranks_match) {
 
 // Pipeline parallelism: the layers split into 2 stages (and T = 2 ranks a
 // stage), stages passing activations through cpu_groups and the earlier
-// stage taking each step's tokens from the last; steps in lockstep (async
-// scheduling asked for, and turned off for stages); with chunked prefill,
-// prefix caching, preemption, decodes padded to the CUDA-graph buckets and
-// speculative decoding (rejected drafts rolled back on every stage).
+// stage taking each step's tokens from the last; two micro-batches in
+// flight (steps_ahead counts the steps planned while another was out), and
+// one step at a time with TROUPE_PIPELINE_MICROBATCHES=0; with chunked
+// prefill, prefix caching, preemption, decodes padded to the CUDA-graph
+// buckets and speculative decoding (rejected drafts rolled back on every
+// stage).
 TEST_P(golden, pipeline_stages_match) {
   for (const std::vector<std::string>& sizes :
        {std::vector<std::string>{"--pipeline-parallel-size", "2"},
@@ -216,10 +218,14 @@ TEST_P(golden, pipeline_stages_match) {
       args.insert(args.end(), sizes.begin(), sizes.end());
       return args;
     };
-    const std::string err = run_batched(GetParam(), with({"--max-num-batched-tokens", "48",
-                                                          "--max-num-seqs", "3"}));
-    EXPECT_EQ(stats_value(err, "steps_ahead"), 0) << err;
+    std::string err = run_batched(GetParam(), with({"--max-num-batched-tokens", "48",
+                                                    "--max-num-seqs", "3"}));
+    EXPECT_GT(stats_value(err, "steps_ahead"), 0) << err;
     EXPECT_NE(err.find("pipeline stage 1/2"), std::string::npos) << err;
+    setenv("TROUPE_PIPELINE_MICROBATCHES", "0", 1);
+    err = run_batched(GetParam(), with({"--max-num-batched-tokens", "48", "--max-num-seqs", "3"}));
+    unsetenv("TROUPE_PIPELINE_MICROBATCHES");
+    EXPECT_EQ(stats_value(err, "steps_ahead"), 0) << err;
   }
   const std::vector<std::string> two = {"--pipeline-parallel-size", "2"};
   auto with = [&](std::vector<std::string> args) {
@@ -239,6 +245,7 @@ TEST_P(golden, pipeline_stages_match) {
                         R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1})"}));
   unsetenv("TROUPE_SPEC_CONTROL");
   EXPECT_GT(stats_value(spec, "spec_draft_tokens"), 0) << spec;
+  EXPECT_GT(stats_value(spec, "steps_ahead"), 0) << spec;
 }
 
 // Pipeline stages in two processes on localhost: `troupe generate` as the
