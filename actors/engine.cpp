@@ -20,10 +20,6 @@
 #include "config/logging.h"
 #include "config/speculative_config.h"
 #include "model/tp_layout.h"
-#ifdef TROUPE_HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/device_info.h"
-#endif
 
 namespace troupe {
 
@@ -167,17 +163,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                                                std::shared_ptr<const tokenizer> tok) {
   auto model = load_model_config(config.model);
   if (!model) return std::move(model).take_error();
-  const bool cuda = wants_cuda(config);
-  int64_t device_bytes = 0;
-  std::string device_name;
-#ifdef TROUPE_HAVE_CUDA
-  if (cuda) {
-    int64_t free_bytes = 0;
-    cuda::memory_info(free_bytes, device_bytes);
-    device_name = cuda::describe_device(0);
-  }
-#endif
-  auto limits = derive_engine_limits(config, *model, cuda, device_bytes, device_name);
+  auto limits = derive_local_limits(config, *model);
   if (!limits) return std::move(limits).take_error();
   // The configured LoRA adapters, read and checked before the weights load:
   // every adapter's problems in one error.
@@ -220,6 +206,23 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
     return std::move(head->runners);
   }();
   if (!runners) return std::move(runners).take_error();
+  std::vector<caf::actor> remote_ranks;  // the worker processes' stages' ranks
+  if (distributed) {
+    auto remote = p->rendezvous->wait_ready(std::chrono::seconds(config.distributed_timeout));
+    if (!remote) {
+      for (const caf::actor& a : p->inboxes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      p->rendezvous.reset();
+      return std::move(remote).take_error();
+    }
+    remote_ranks = std::move(remote.value());
+    // cuda: each process planned its own GPUs' KV cache; every stage runs
+    // with the smallest (a larger cache just keeps blocks unused).
+    if (const int64_t theirs = p->rendezvous->num_blocks(); theirs > 0 && theirs < limits->num_blocks) {
+      get_logger("kv")->info("a worker process's memory plan allows {} KV blocks (this one's {}): "
+                             "every stage uses {}", theirs - 1, limits->num_blocks - 1, theirs - 1);
+      limits->num_blocks = theirs;
+    }
+  }
   // The KV cache is sized now (on cuda by the memory plan).
   limits->max_waiting_tokens = config.max_waiting_tokens.value_or(
       std::max(limits->max_model_len, 4 * (limits->num_blocks - 1) * limits->block_size));
@@ -255,16 +258,9 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   p->num_local_ranks = p->ranks.size();
   p->local_runners = local;
   if (distributed) {
-    auto remote = p->rendezvous->wait_ready(std::chrono::seconds(config.distributed_timeout));
-    if (!remote) {
-      for (const caf::actor& a : p->ranks) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-      for (const caf::actor& a : p->inboxes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-      p->rendezvous.reset();
-      return std::move(remote).take_error();
-    }
-    p->ranks.insert(p->ranks.end(), remote->begin(), remote->end());
+    p->ranks.insert(p->ranks.end(), remote_ranks.begin(), remote_ranks.end());
     get_logger("engine")->info("pipeline stages ready: {} rank(s) here, {} in worker processes",
-                               local.size(), remote->size());
+                               local.size(), remote_ranks.size());
   }
   if (p->ranks.size() == 1) {
     p->worker = p->ranks[0];

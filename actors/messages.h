@@ -330,20 +330,27 @@ struct worker_hello {
 };
 
 // The rendezvous' reply to worker_hello, once every stage has said hello:
-// the stage to run and every rank's inbox (stage-major), or why not.
+// the stage to run and every rank's inbox (stage-major), or why not. On
+// cuda the stages meet in NCCL pipeline groups instead of inboxes:
+// `pipeline_ids` are their ids (ncclUniqueId bytes), one per
+// tensor-parallel rank t, made by the head.
 struct worker_welcome {
   int32_t stage = -1;
   std::vector<caf::actor> inboxes;
   std::string error;  // refused (a mismatch, a stage taken): the worker exits
+  std::vector<std::string> pipeline_ids;
 };
 
 // `troupe worker` -> the rendezvous: its stage is loaded; its ranks'
 // worker actors (stage-major within the stage), or why it failed.
+// `num_blocks`: the KV blocks its memory plan allows (cuda; the head runs
+// every stage with the smallest), 0 when the limits fixed them.
 struct worker_ready {
   int32_t stage = -1;
   std::vector<caf::actor> ranks;
   std::string error;
   caf::actor control;  // the worker process's own actor (shutdown)
+  int64_t num_blocks = 0;
 };
 
 template <class Inspector>
@@ -476,11 +483,12 @@ typename Inspector::result_type inspect(Inspector& f, worker_hello& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_welcome& x) {
-  return f(caf::meta::type_name("worker_welcome"), x.stage, x.inboxes, x.error);
+  return f(caf::meta::type_name("worker_welcome"), x.stage, x.inboxes, x.error, x.pipeline_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_ready& x) {
-  return f(caf::meta::type_name("worker_ready"), x.stage, x.ranks, x.error, x.control);
+  return f(caf::meta::type_name("worker_ready"), x.stage, x.ranks, x.error, x.control,
+           x.num_blocks);
 }
 
 }  // namespace troupe

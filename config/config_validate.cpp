@@ -138,9 +138,6 @@ void check_execution_section(const engine_config& c, problem_list& out) {
     out.push_back("distributed_port: the head runs pipeline stage 0 and waits for a worker per "
                   "other stage, and pipeline_parallel_size is " +
                   std::to_string(c.pipeline_parallel_size));
-  } else if (c.distributed_port > 0 && c.backend == "cuda") {
-    out.push_back("distributed_port: pipeline stages in several processes run on the cpu backend "
-                  "only so far (NCCL between processes is not wired yet)");
   }
   check_at_least_one("distributed_timeout", c.distributed_timeout, out);
   parse_speculative_config(c.speculative_config, out);

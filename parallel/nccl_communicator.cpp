@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "common/check.h"
 
@@ -30,8 +31,8 @@ result<std::string> nccl_unique_id() {
   return std::string(id.internal, sizeof id.internal);
 }
 
-result<std::unique_ptr<nccl_communicator>> nccl_communicator::create(const std::string& id, int rank,
-                                                                     int size, cudaStream_t stream) {
+result<std::unique_ptr<nccl_communicator>> nccl_communicator::create(
+    const std::string& id, int rank, int size, cudaStream_t stream, std::chrono::milliseconds timeout) {
   ncclUniqueId uid;
   if (id.size() != sizeof uid.internal) {
     return make_error("NCCL group id: " + std::to_string(id.size()) + " bytes, expected " +
@@ -42,17 +43,62 @@ result<std::unique_ptr<nccl_communicator>> nccl_communicator::create(const std::
   }
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   std::memcpy(uid.internal, id.data(), sizeof uid.internal);
+  const std::string who = "ncclCommInitRank (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
+  // Non-blocking, so that a member that never joins (its process died while
+  // loading) is a timeout here, not a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  if (const ncclResult_t r = ncclCommInitRank(&comm, size, uid, rank); r != ncclSuccess) {
-    return make_error("ncclCommInitRank (rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                      "): " + ncclGetErrorString(r) + ": " + ncclGetLastError(nullptr));
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, uid, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    return make_error(who + ": " + ncclGetErrorString(r) + ": " + ncclGetLastError(nullptr));
   }
-  return std::unique_ptr<nccl_communicator>(new nccl_communicator(comm, rank, size, stream));
+  auto made = std::unique_ptr<nccl_communicator>(new nccl_communicator(comm, rank, size, stream, timeout));
+  std::lock_guard<std::mutex> lock(made->mu_);
+  if (const std::string failed = made->wait_done(who); !failed.empty()) {
+    return make_error(failed + (failed.find("within") != std::string::npos
+                                    ? " (did every rank start? each needs a GPU of its own)"
+                                    : ""));
+  }
+  return made;
+}
+
+std::string nccl_communicator::wait_done(const std::string& op) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess) return "";
+    std::string why;
+    if (state != ncclInProgress) {
+      why = op + ": " + ncclGetErrorString(state) + ": " + ncclGetLastError(comm_);
+    } else if (std::chrono::steady_clock::now() >= deadline) {
+      why = op + ": the other ranks did not answer within " +
+            std::to_string(timeout_.count() / 1000) + " s";
+    }
+    if (!why.empty()) {
+      abort_locked(why);
+      return why;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 nccl_communicator::~nccl_communicator() {
   if (gather_ != nullptr) cudaFree(gather_);
   if (aborted_) return;  // ncclCommAbort freed it
+  // A non-blocking communicator finalizes in the background: wait for it
+  // (bounded; then the destroy frees what is local regardless).
+  if (ncclCommFinalize(comm_) == ncclInProgress) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ncclResult_t state = ncclInProgress;
+    while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
   ncclCommDestroy(comm_);
 }
 
@@ -61,9 +107,15 @@ void nccl_communicator::check_open() const {
 }
 
 void nccl_communicator::check(ncclResult_t r, const char* op) {
-  if (r == ncclSuccess || r == ncclInProgress) return;
-  abort_locked(std::string(op) + " on rank " + std::to_string(rank_) + ": " + ncclGetErrorString(r) +
-               ": " + ncclGetLastError(comm_));
+  if (r == ncclSuccess) return;
+  if (r == ncclInProgress) {
+    // A non-blocking communicator still setting the call up (connecting
+    // to a peer on first use): done before the next call.
+    wait_done(std::string(op) + " on rank " + std::to_string(rank_));
+  } else {
+    abort_locked(std::string(op) + " on rank " + std::to_string(rank_) + ": " + ncclGetErrorString(r) +
+                 ": " + ncclGetLastError(comm_));
+  }
   check_open();
 }
 

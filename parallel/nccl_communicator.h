@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,9 +30,13 @@ result<std::string> nccl_unique_id();
 class nccl_communicator final : public communicator {
  public:
   // Joins group `id` as `rank` of `size` on the current CUDA device (every
-  // rank calls it; it returns when all have joined).
-  static result<std::unique_ptr<nccl_communicator>> create(const std::string& id, int rank, int size,
-                                                           cudaStream_t stream);
+  // rank calls it; it returns when all have joined, or fails after
+  // `timeout`: a member that never came). The communicator is NCCL's
+  // non-blocking kind: a call NCCL is still setting up (ncclInProgress) is
+  // waited for, up to `timeout` too, before the next.
+  static result<std::unique_ptr<nccl_communicator>> create(
+      const std::string& id, int rank, int size, cudaStream_t stream,
+      std::chrono::milliseconds timeout = std::chrono::minutes(5));
   ~nccl_communicator() override;
 
   int rank() const override { return rank_; }
@@ -48,8 +53,12 @@ class nccl_communicator final : public communicator {
   void reserve_gather(size_t bytes);
 
  private:
-  nccl_communicator(ncclComm_t comm, int rank, int size, cudaStream_t stream)
-      : comm_(comm), rank_(rank), size_(size), stream_(stream) {}
+  nccl_communicator(ncclComm_t comm, int rank, int size, cudaStream_t stream,
+                    std::chrono::milliseconds timeout)
+      : comm_(comm), rank_(rank), size_(size), stream_(stream), timeout_(timeout) {}
+  // Polls the communicator until NCCL has finished setting up the last
+  // call; "" when it did, else why (the group is then aborted).
+  std::string wait_done(const std::string& op);  // REQUIRES: mu_ held
   void check(ncclResult_t r, const char* op);  // REQUIRES: mu_ held
   void check_open() const;  // REQUIRES: mu_ held
   void abort_locked(const std::string& reason);
@@ -57,6 +66,7 @@ class nccl_communicator final : public communicator {
   ncclComm_t comm_;
   const int rank_, size_;
   cudaStream_t stream_;
+  const std::chrono::milliseconds timeout_;
   void* gather_ = nullptr;
   size_t gather_bytes_ = 0;
   // abort() may come from another thread (the worker group's, for a lost

@@ -61,6 +61,29 @@ for t in 2 4; do
 done
 (( gpus >= 2 )) && golden "-pp2" --extra '["--pipeline-parallel-size", "2"]'
 (( gpus >= 4 )) && golden "-tp2pp2" --extra '["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]'
+# Pipeline stages in two processes meeting in a NCCL group (the ids sent
+# in the rendezvous' welcome): the goldens on two GPUs; on one GPU, NCCL
+# must refuse the two processes' ranks on the same device and both must
+# say so and exit (the id reached the worker: they joined one group).
+if (( gpus >= 2 )); then
+  golden "-pp2-procs" --worker-devices 1
+else
+  CUDA_VISIBLE_DEVICES=0 timeout 150 build-device/bin/troupe worker --connect 127.0.0.1:29590 \
+    --model tests/data/models/tiny-llama --backend cuda --pipeline-parallel-size 2 \
+    --max-num-batched-tokens 256 --max-num-seqs 8 \
+    --distributed-timeout 60 >"$out/stages-one-gpu.worker.log" 2>&1 &
+  wpid=$!
+  CUDA_VISIBLE_DEVICES=0 timeout 150 build-device/bin/troupe generate --model tests/data/models/tiny-llama \
+    --backend cuda --pipeline-parallel-size 2 --distributed-port 29590 --distributed-timeout 60 \
+    --max-num-batched-tokens 256 --max-num-seqs 8 \
+    --prompt-ids 1,2,3 --max-tokens 4 >"$out/stages-one-gpu.log" 2>&1
+  head_rc=$?
+  wait "$wpid"
+  worker_rc=$?
+  if (( head_rc != 0 && head_rc != 124 && worker_rc != 124 )) &&
+     grep -q "GPUs of its own" "$out/stages-one-gpu.log"; then s=pass; else s=FAIL; fi
+  rows+=("| stages in two processes on one GPU refused by NCCL (head exit $head_rc, worker $worker_rc) | $s | $out/stages-one-gpu.log |")
+fi
 true
 # The GPU deployment example, served end to end.
 while IFS= read -r line; do rows+=("$line"); done < <(scripts/gpu-serve-check.sh "$out/serve")

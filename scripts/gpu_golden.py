@@ -10,6 +10,13 @@ largest prompt-logprob error.
 
   python3 scripts/gpu_golden.py [--troupe build-device/bin/troupe] [--tol-bf16 0.05]
                                 [--extra 'ARGS']   (more `generate` arguments, as JSON list)
+                                [--worker-devices 1]
+
+With --worker-devices, every run is two processes: the head (`generate`
+with --pipeline-parallel-size 2 --distributed-port, CUDA device 0) and a
+`troupe worker --connect` for stage 1 on the devices given
+(CUDA_VISIBLE_DEVICES), the stages meeting in a NCCL group across the
+processes.
 """
 import argparse
 import json
@@ -46,7 +53,16 @@ def compare(ref_steps, ref_ids, ours, tol):
     return len(ours) == len(ref_ids), max_err
 
 
-def run(troupe, model, dtype, tol, extra=()):
+def start_worker(troupe, model_dir, dtype, devices, port, log):
+    """stage 1 in a process of its own, with the head's flags."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=devices)
+    cmd = [troupe, "worker", "--connect", f"127.0.0.1:{port}", "--model", model_dir,
+           "--backend", "cuda", "--dtype", dtype, "--max-num-batched-tokens", "256",
+           "--max-num-seqs", "64", "--pipeline-parallel-size", "2", "--distributed-timeout", "120"]
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def run(troupe, model, dtype, tol, extra=(), worker_devices=None):
     golden = json.load(open(os.path.join(ROOT, "tests/data/models", model, "golden.json")))
     cases = golden["cases"]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
@@ -57,9 +73,26 @@ def run(troupe, model, dtype, tol, extra=()):
            "--backend", "cuda", "--dtype", dtype, "--prompts-file", path, "--max-tokens", "24",
            "--temperature", "0", "--logprobs", "5", "--prompt-logprobs", "0", "--json",
            "--max-num-batched-tokens", "256", "--log-level", "warn", *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env, worker = None, None
+    if worker_devices is not None:
+        port = 29600 + MODELS.index(model) * 2 + (dtype == "bfloat16")
+        cmd += ["--pipeline-parallel-size", "2", "--distributed-port", str(port),
+                "--distributed-timeout", "120", "--max-num-seqs", "64"]
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+        worker_log = tempfile.TemporaryFile("w+")
+        worker = start_worker(troupe, os.path.join(ROOT, "tests/data/models", model), dtype,
+                              worker_devices, port, worker_log)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if worker is not None:
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        if p.returncode != 0:
+            worker_log.seek(0)
+            p.stderr += "\n[worker] " + worker_log.read()[-300:]
     if p.returncode != 0:
-        return f"| {model} | {dtype} | ERROR | {p.stderr.strip()[-300:]} | | |"
+        return f"| {model} | {dtype} | ERROR | {p.stderr.strip()[-600:]} | | |"
     lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
     passed, worst, worst_prompt = 0, 0.0, 0.0
     for c, line in zip(cases, lines):
@@ -78,6 +111,8 @@ def main():
     ap.add_argument("--tol-f32", type=float, default=1e-3)
     ap.add_argument("--tol-bf16", type=float, default=5e-2)
     ap.add_argument("--extra", default="[]", help="more generate arguments, a JSON list")
+    ap.add_argument("--worker-devices", default=None,
+                    help="run stage 1 in a `troupe worker` process on these CUDA devices")
     a = ap.parse_args()
     extra = json.loads(a.extra)
     print("| model | dtype | cases passed | tolerance | max top-5 logprob error | max prompt logprob error |")
@@ -85,7 +120,7 @@ def main():
     failed = False
     for model in MODELS:
         for dtype, tol in (("float32", a.tol_f32), ("bfloat16", a.tol_bf16)):
-            row = run(a.troupe, model, dtype, tol, extra)
+            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices)
             failed |= "ERROR" in row or not row.split("|")[3].strip().startswith("5/5")
             print(row, flush=True)
     sys.exit(1 if failed else 0)

@@ -124,6 +124,8 @@ struct parallel_groups {
   std::vector<std::string> tp_nccl, pp_nccl;                              // [stage], [t]
   // Pipeline groups across processes (local_ranks::pipeline), else null.
   std::function<std::unique_ptr<communicator>(int)> pp_external;
+  bool pp_across_processes = false;  // NCCL pipeline groups with ranks in other processes
+  std::chrono::milliseconds timeout{0};  // a peer that does not come is lost after this
 };
 
 result<parallel_groups> make_groups(const engine_config& config, bool cuda,
@@ -134,9 +136,14 @@ result<parallel_groups> make_groups(const engine_config& config, bool cuda,
   g.tp = g.tp_size > 1 || one_rank_group();
   g.pp_external = local.pipeline;
   g.pp = g.pp_size > 1 && !g.pp_external;
+  if (cuda && !local.pipeline_ids.empty()) {  // made by the head
+    g.pp_nccl = local.pipeline_ids;
+    g.pp_across_processes = true;
+  }
   // How long a rank waits for a peer before the group is taken as lost
   // (a stage waits for the earlier stages' whole forward pass).
   const auto timeout = std::chrono::milliseconds(std::chrono::seconds(config.distributed_timeout));
+  g.timeout = timeout;
   for (int s = 0; g.tp && s < g.pp_size; ++s) {
     if (!cuda) {
       g.tp_cpu.push_back(cpu_group::create(g.tp_size, timeout));
@@ -148,7 +155,7 @@ result<parallel_groups> make_groups(const engine_config& config, bool cuda,
     g.tp_nccl.push_back(std::move(id.value()));
 #endif
   }
-  for (int t = 0; g.pp && t < g.tp_size; ++t) {
+  for (int t = static_cast<int>(g.pp_nccl.size()); g.pp && t < g.tp_size; ++t) {
     if (!cuda) {
       g.pp_cpu.push_back(cpu_group::create(g.pp_size, timeout));
       continue;
@@ -165,15 +172,16 @@ result<parallel_groups> make_groups(const engine_config& config, bool cuda,
 // Member `member` of `size` of a group: its CPU member, or a NCCL group
 // joined on the backend's device and stream.
 result<std::unique_ptr<communicator>> join(ops& backend, std::unique_ptr<communicator>& cpu_member,
-                                           const std::string& nccl_id, int member, int size) {
+                                           const std::string& nccl_id, int member, int size,
+                                           std::chrono::milliseconds timeout) {
   if (backend.kind() == backend_kind::cpu) return std::move(cpu_member);
 #ifdef TROUPE_HAVE_CUDA
   auto comm = nccl_communicator::create(nccl_id, member, size,
-                                        static_cast<cuda_ops&>(backend).stream());
+                                        static_cast<cuda_ops&>(backend).stream(), timeout);
   if (!comm) return std::move(comm).take_error();
   return std::unique_ptr<communicator>(std::move(comm.value()));
 #else
-  (void)nccl_id, (void)member, (void)size;
+  (void)nccl_id, (void)member, (void)size, (void)timeout;
   return make_error("backend cuda: this build has no CUDA backend");
 #endif
 }
@@ -186,13 +194,20 @@ status join_groups(ops& backend, parallel_groups& groups, int g, rank_state& out
   std::unique_ptr<communicator> none;
   if (groups.tp) {
     auto joined = join(backend, groups.tp_cpu.empty() ? none : at(at(groups.tp_cpu, stage), t),
-                       groups.tp_nccl.empty() ? "" : at(groups.tp_nccl, stage), t, groups.tp_size);
+                       groups.tp_nccl.empty() ? "" : at(groups.tp_nccl, stage), t, groups.tp_size,
+                       groups.timeout);
     if (!joined) return std::move(joined).take_error();
     out.tp = std::move(joined.value());
   }
   if (groups.pp) {
     auto joined = join(backend, groups.pp_cpu.empty() ? none : at(at(groups.pp_cpu, t), stage),
-                       groups.pp_nccl.empty() ? "" : at(groups.pp_nccl, t), stage, groups.pp_size);
+                       groups.pp_nccl.empty() ? "" : at(groups.pp_nccl, t), stage, groups.pp_size,
+                       groups.timeout);
+    if (!joined && groups.pp_across_processes) {
+      return make_error(joined.error_message() +
+                        " (pipeline stages in several processes on one host: give each process "
+                        "GPUs of its own with CUDA_VISIBLE_DEVICES)");
+    }
     if (!joined) return std::move(joined).take_error();
     out.pp = std::move(joined.value());
   }
@@ -340,6 +355,35 @@ int64_t visible_gpu_bytes() {
   if (visible_cuda_devices() == 0 || !cuda::memory_info(free_bytes, total)) return 0;
 #endif
   return total;
+}
+
+result<std::vector<std::string>> pipeline_group_ids(const engine_config& config) {
+  std::vector<std::string> ids;
+  if (!wants_cuda(config)) return ids;
+#ifdef TROUPE_HAVE_CUDA
+  for (int64_t t = 0; t < config.tensor_parallel_size; ++t) {
+    auto id = nccl_unique_id();
+    if (!id) return std::move(id).take_error();
+    ids.push_back(std::move(id.value()));
+  }
+  return ids;
+#else
+  return make_error("backend cuda: this build has no CUDA backend");
+#endif
+}
+
+result<engine_limits> derive_local_limits(const engine_config& config, const model_config& model) {
+  const bool cuda = wants_cuda(config);
+  int64_t device_bytes = 0;
+  std::string device_name;
+#ifdef TROUPE_HAVE_CUDA
+  if (cuda) {
+    int64_t free_bytes = 0;
+    cuda::memory_info(free_bytes, device_bytes);
+    device_name = cuda::describe_device(0);
+  }
+#endif
+  return derive_engine_limits(config, model, cuda, device_bytes, device_name);
 }
 
 bool wants_cuda(const engine_config& config) {

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/engine.h"
@@ -25,6 +26,10 @@ int visible_cuda_devices();
 int64_t visible_gpu_bytes();
 // cuda when asked, or (auto) when a device is visible in a CUDA build.
 bool wants_cuda(const engine_config& config);
+// derive_engine_limits for this process's backend (on cuda, device 0's
+// memory and name choose the defaults), as the engine and a `troupe
+// worker` both need them.
+result<engine_limits> derive_local_limits(const engine_config& config, const model_config& model);
 // The compute type on the cuda backend: as asked, else (auto) the
 // checkpoint's half type, as vLLM on GPUs.
 dtype cuda_compute_type(const engine_config& config, const model_config& model);
@@ -37,7 +42,16 @@ struct local_ranks {
   int first_stage = 0;
   int num_stages = 0;  // 0: every stage
   std::function<std::unique_ptr<communicator>(int)> pipeline;
+  // cuda: the NCCL pipeline groups' ids (pipeline_group_ids, one per
+  // tensor-parallel rank), which every process's ranks join (instead of
+  // `pipeline`).
+  std::vector<std::string> pipeline_ids;
 };
+
+// For pipeline stages in several processes: on cuda, a new NCCL id for
+// each pipeline group (one per tensor-parallel rank), made by the head and
+// sent to the workers; empty on the cpu backend (actor_pipe instead).
+result<std::vector<std::string>> pipeline_group_ids(const engine_config& config);
 
 // The runners of this process's ranks (stage-major: stage s's tensor-
 // parallel rank t is rank s x T + t; a process's ranks use CUDA devices

@@ -86,6 +86,8 @@ struct stage_rendezvous::state {
   std::vector<std::pair<int, caf::typed_response_promise<worker_welcome>>> waiting;
   std::vector<caf::actor_addr> workers;  // by stage: whose hello took it
   std::string failure;  // a stage that failed to load (or whose worker went while loading)
+  std::vector<std::string> pipeline_ids;  // cuda: the NCCL pipeline groups' ids, by t
+  int64_t num_blocks = 0;  // the smallest KV block count the workers' plans allow (0: none said)
 
   bool all(const std::vector<bool>& v) const {
     for (size_t s = 1; s < v.size(); ++s) {
@@ -168,7 +170,9 @@ caf::behavior rendezvous_actor(caf::event_based_actor* self,
         get_logger("engine")->info("pipeline stage {}: a worker connected", stage);
         st->waiting.emplace_back(stage, self->make_response_promise<worker_welcome>());
         if (st->all(st->hello)) {
-          for (auto& [s, promise] : st->waiting) promise.deliver(worker_welcome{s, st->inboxes, ""});
+          for (auto& [s, promise] : st->waiting) {
+            promise.deliver(worker_welcome{s, st->inboxes, "", st->pipeline_ids});
+          }
           st->waiting.clear();
           st->cv.notify_all();
         }
@@ -182,6 +186,10 @@ caf::behavior rendezvous_actor(caf::event_based_actor* self,
         } else {
           st->ready[static_cast<size_t>(ready.stage)] = true;
           st->ranks[static_cast<size_t>(ready.stage)] = std::move(ready.ranks);
+          if (ready.num_blocks > 0) {
+            st->num_blocks = st->num_blocks == 0 ? ready.num_blocks
+                                                 : std::min(st->num_blocks, ready.num_blocks);
+          }
           if (ready.control) st->controls.push_back(std::move(ready.control));
         }
         st->cv.notify_all();
@@ -199,8 +207,10 @@ std::string worker_command(const engine_config& config) {
 result<std::unique_ptr<stage_rendezvous>> stage_rendezvous::open(caf::actor_system& system,
                                                                  const engine_config& config,
                                                                  std::vector<std::string> checks,
-                                                                 std::vector<caf::actor> local) {
+                                                                 std::vector<caf::actor> local,
+                                                                 std::vector<std::string> pipeline_ids) {
   auto st = std::make_shared<state>();
+  st->pipeline_ids = std::move(pipeline_ids);
   st->tp = static_cast<int>(config.tensor_parallel_size);
   st->pp = static_cast<int>(config.pipeline_parallel_size);
   st->checks = std::move(checks);
@@ -257,6 +267,11 @@ result<std::vector<caf::actor>> stage_rendezvous::wait_ready(std::chrono::millis
   return ranks;
 }
 
+int64_t stage_rendezvous::num_blocks() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->num_blocks;
+}
+
 void stage_rendezvous::stop_workers(caf::actor_system& system, std::chrono::milliseconds timeout) {
   std::vector<caf::actor> controls;
   {
@@ -275,10 +290,10 @@ result<head_stage> start_head_stage(caf::actor_system& system, const engine_conf
   const auto tp = static_cast<int>(config.tensor_parallel_size);
   const auto pp = static_cast<int>(config.pipeline_parallel_size);
   const auto timeout = std::chrono::seconds(config.distributed_timeout);
-  if (wants_cuda(config)) {
-    return make_error("distributed_port: pipeline stages in several processes run on the cpu "
-                      "backend only so far (--backend cpu); NCCL between processes is not wired yet");
-  }
+  // cuda: the stages meet in NCCL pipeline groups whose ids the welcome
+  // carries; the cpu backend's activations go through the inboxes.
+  auto ids = pipeline_group_ids(config);
+  if (!ids) return std::move(ids).take_error();
   head_stage head;
   std::vector<std::shared_ptr<pipe_mailbox>> mailboxes;
   for (int t = 0; t < tp; ++t) {
@@ -293,19 +308,22 @@ result<head_stage> start_head_stage(caf::actor_system& system, const engine_conf
     return e;
   };
   auto opened = stage_rendezvous::open(system, config, stage_checks(config, model, limits),
-                                       head.inboxes);
+                                       head.inboxes, ids.value());
   if (!opened) return fail(std::move(opened).take_error());
   head.rendezvous = std::move(opened.value());
   auto inboxes = head.rendezvous->wait_hellos(timeout);
   if (!inboxes) return fail(std::move(inboxes).take_error());
   local_ranks local;
   local.num_stages = 1;
-  local.pipeline = [&](int t) -> std::unique_ptr<communicator> {
-    std::vector<caf::actor> column;  // tensor-parallel rank t's pipeline
-    for (int s = 0; s < pp; ++s) column.push_back((*inboxes)[static_cast<size_t>(s * tp + t)]);
-    return std::make_unique<actor_pipe>(0, std::move(column), mailboxes[static_cast<size_t>(t)],
-                                        timeout);
-  };
+  local.pipeline_ids = ids.value();
+  if (local.pipeline_ids.empty()) {
+    local.pipeline = [&](int t) -> std::unique_ptr<communicator> {
+      std::vector<caf::actor> column;  // tensor-parallel rank t's pipeline
+      for (int s = 0; s < pp; ++s) column.push_back((*inboxes)[static_cast<size_t>(s * tp + t)]);
+      return std::make_unique<actor_pipe>(0, std::move(column), mailboxes[static_cast<size_t>(t)],
+                                          timeout);
+    };
+  }
   auto runners = load_runners(config, model, limits, local);
   if (!runners) return fail(std::move(runners).take_error());
   head.runners = std::move(runners.value());

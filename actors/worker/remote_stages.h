@@ -6,7 +6,10 @@
 // inboxes); once every stage has, each gets its stage and every rank's
 // inbox; it loads its stage and answers ready with its ranks' worker
 // actors, which the head's worker group then drives like its own. The
-// stages' activations travel as CAF messages (actor_pipe, CPU backend).
+// stages' activations travel as CAF messages (actor_pipe) on the CPU
+// backend; on cuda through NCCL pipeline groups whose ids the head makes
+// and the welcome carries, and the head schedules with the smallest KV
+// block count of every process's memory plan.
 #pragma once
 
 #include <chrono>
@@ -40,11 +43,13 @@ std::vector<std::string> check_differences(const std::vector<std::string>& worke
 class stage_rendezvous {
  public:
   // Publishes the rendezvous on config.distributed_host:distributed_port for
-  // the stages after the head's first (stage 0's inboxes are `local`).
+  // the stages after the head's first (stage 0's inboxes are `local`;
+  // `pipeline_ids`: the NCCL pipeline groups' ids for the welcome, cuda).
   static result<std::unique_ptr<stage_rendezvous>> open(caf::actor_system& system,
                                                         const engine_config& config,
                                                         std::vector<std::string> checks,
-                                                        std::vector<caf::actor> local);
+                                                        std::vector<caf::actor> local,
+                                                        std::vector<std::string> pipeline_ids = {});
   ~stage_rendezvous();
   // Waits until every remote stage has said hello: every rank's inbox,
   // stage-major. Errors name the stages that never came and the command.
@@ -52,6 +57,9 @@ class stage_rendezvous {
   // Waits until every remote stage is loaded: their ranks' worker actors,
   // stage-major (stage 1's first).
   result<std::vector<caf::actor>> wait_ready(std::chrono::milliseconds timeout);
+  // After wait_ready: the smallest KV block count the workers' memory
+  // plans allow (cuda), 0 when none said.
+  int64_t num_blocks() const;
   // Tells every ready worker process to stop and waits for each answer (up
   // to `timeout` each), so that the head's exit is not taken for a loss.
   void stop_workers(caf::actor_system& system, std::chrono::milliseconds timeout);

@@ -39,11 +39,6 @@ int run_stage_worker(const engine_config& config, const model_config& model,
   auto log = get_logger("worker");
   const auto tp = static_cast<int>(config.tensor_parallel_size);
   const auto pp = static_cast<int>(config.pipeline_parallel_size);
-  if (wants_cuda(config)) {
-    log->error("troupe worker: pipeline stages in several processes run on the cpu backend only "
-               "so far (--backend cpu); NCCL between processes is not wired yet");
-    return 2;
-  }
   if (pp < 2) {
     log->error("troupe worker: pipeline_parallel_size is {}: there is no stage for a worker", pp);
     return 2;
@@ -54,7 +49,7 @@ int run_stage_worker(const engine_config& config, const model_config& model,
                rank_offset, tp, tp, tp * (pp - 1));
     return 2;
   }
-  auto limits = derive_engine_limits(config, model, false);
+  auto limits = derive_local_limits(config, model);
   if (!limits) {
     log->error("{}", limits.error_message());
     return 2;
@@ -100,12 +95,16 @@ int run_stage_worker(const engine_config& config, const model_config& model,
   local_ranks local;
   local.first_stage = stage;
   local.num_stages = 1;
-  local.pipeline = [&](int t) -> std::unique_ptr<communicator> {
-    std::vector<caf::actor> column;  // this tensor-parallel rank's pipeline
-    for (int s = 0; s < pp; ++s) column.push_back(welcome.inboxes[static_cast<size_t>(s * tp + t)]);
-    return std::make_unique<actor_pipe>(stage, std::move(column), boxes[static_cast<size_t>(t)].mailbox,
-                                        timeout);
-  };
+  // cuda: the NCCL pipeline groups the head made; cpu: the inboxes.
+  local.pipeline_ids = welcome.pipeline_ids;
+  if (local.pipeline_ids.empty()) {
+    local.pipeline = [&](int t) -> std::unique_ptr<communicator> {
+      std::vector<caf::actor> column;  // this tensor-parallel rank's pipeline
+      for (int s = 0; s < pp; ++s) column.push_back(welcome.inboxes[static_cast<size_t>(s * tp + t)]);
+      return std::make_unique<actor_pipe>(stage, std::move(column),
+                                          boxes[static_cast<size_t>(t)].mailbox, timeout);
+    };
+  }
   auto runners = load_runners(config, model, *limits, local);
   if (!runners) {
     log->error("{}", runners.error_message());
@@ -119,6 +118,7 @@ int run_stage_worker(const engine_config& config, const model_config& model,
   std::vector<std::shared_ptr<model_runner>> held;
   worker_ready ready;
   ready.stage = stage;
+  if (!local.pipeline_ids.empty()) ready.num_blocks = limits->num_blocks;  // this stage's plan
   for (auto& runner : runners.value()) {
     held.emplace_back(std::move(runner));
     ready.ranks.push_back(system.spawn<caf::detached>(

@@ -2,7 +2,8 @@
 // thread a rank (up to 4; one GPU: a one-rank group, which still runs every
 // NCCL call): all_reduce_sum and all_gather_cols in float32 and bf16, sends
 // around a ring (two or more GPUs), the same calls captured in a CUDA
-// graph and replayed on new inputs, and abort ending the group. Skipped
+// graph and replayed on new inputs, abort ending the group, and a member
+// that never joins failing the others' creation after the timeout. Skipped
 // where no CUDA device is visible (the build machines); run on the GPU
 // host by scripts/gpu-check.sh, and on several GPUs by the multi-GPU runs.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -190,6 +192,24 @@ TEST_F(nccl_communicator_test, abort_ends_the_group) {
     }
     cudaFree(x.data);
   });
+}
+
+// A member that never joins (its process died while loading): the ranks
+// that did give up after the timeout with an error, instead of hanging.
+TEST_F(nccl_communicator_test, a_member_that_never_joins_is_a_timeout) {
+  auto id = nccl_unique_id();
+  ASSERT_TRUE(id.ok()) << id.error_message();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  auto c = nccl_communicator::create(*id, 0, 2, stream, std::chrono::seconds(2));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error_message().find("did not answer within 2 s"), std::string::npos)
+      << c.error_message();
+  EXPECT_LT(waited, 30.0);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace
