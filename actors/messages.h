@@ -359,7 +359,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
            x.min_p, x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.has_seed,
            x.seed, x.max_tokens, x.ignore_eos, x.stop_token_ids, x.stop,
            x.include_stop_str_in_output, x.skip_special_tokens, x.logprobs, x.prompt_logprobs,
-           x.priority, x.lora_id);
+           x.priority, x.lora_id, x.logit_bias, x.min_tokens, x.bad_words_ids,
+           x.allowed_token_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {

@@ -8,7 +8,7 @@ namespace troupe {
 namespace {
 
 template <class T>
-std::string bad(const char* key, T value, const char* rule) {
+std::string bad(const char* key, T value, const std::string& rule) {
   std::ostringstream os;
   os << key << ": " << value << " " << rule;
   return os.str();
@@ -40,6 +40,30 @@ std::string validate_sampling_params(const sampling_params& p, int64_t vocab_siz
   }
   for (int32_t id : p.stop_token_ids) {
     if (id < 0 || id >= vocab_size) return bad("stop_token_ids", id, "is not a token id of this model");
+  }
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const auto& [id, bias] = p.logit_bias[i];
+    if (id < 0 || id >= vocab_size) return bad("logit_bias", id, "is not a token id of this model");
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return bad("logit_bias", bias, "must be in [-100, 100] (token " + std::to_string(id) + ")");
+    }
+    if (i > 0 && p.logit_bias[i - 1].first >= id) return "logit_bias: tokens must be sorted and unique";
+  }
+  if (p.min_tokens < 0) return bad("min_tokens", p.min_tokens, "must be >= 0");
+  if (p.min_tokens > p.max_tokens) {
+    return bad("min_tokens", p.min_tokens,
+               "must be <= max_tokens (" + std::to_string(p.max_tokens) + ")");
+  }
+  for (const auto& word : p.bad_words_ids) {
+    if (word.empty()) return "bad_words: a word has no tokens";
+    for (int32_t id : word) {
+      if (id < 0 || id >= vocab_size) return bad("bad_words", id, "is not a token id of this model");
+    }
+  }
+  for (int32_t id : p.allowed_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return bad("allowed_token_ids", id, "is not a token id of this model");
+    }
   }
   return "";
 }

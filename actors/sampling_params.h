@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe {
@@ -28,6 +29,17 @@ struct sampling_params {
   bool skip_special_tokens = true;
   int32_t logprobs = -1;         // -1: none; k: chosen token plus top k
   int32_t prompt_logprobs = -1;  // -1: none; k: each prompt token plus top k
+  // Logits processors (vLLM's), applied to the logits before the penalties:
+  // logit_bias adds its value to its token's logit (OpenAI's -100..100;
+  // sorted by token, each once); min_tokens bans EOS and stop_token_ids
+  // (and stop strings do not match) until that many tokens are out;
+  // bad_words_ids bans a word's last token where the output ends with the
+  // rest of it (one-token words always; the edges tokenize vLLM's
+  // bad_words); allowed_token_ids, when not empty, bans every other token.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int32_t min_tokens = 0;
+  std::vector<std::vector<int32_t>> bad_words_ids;
+  std::vector<int32_t> allowed_token_ids;
   // Request-level, not sampling: under scheduling_policy priority, lower
   // values are scheduled first and preempted last (vLLM's meaning).
   int64_t priority = 0;
@@ -39,6 +51,24 @@ struct sampling_params {
 // Whether any penalty is on (the sampler then counts the output so far).
 inline bool has_penalties(const sampling_params& p) {
   return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
+}
+
+// Whether the sampler needs the request's output so far on the host (the
+// penalties count it; a bad word of several tokens looks at its end), so
+// that a step cannot be planned before the previous one's token is known.
+inline bool needs_output_history(const sampling_params& p) {
+  if (has_penalties(p)) return true;
+  for (const auto& w : p.bad_words_ids) {
+    if (w.size() > 1) return true;
+  }
+  return false;
+}
+
+// Whether any logits processor is on (logit_bias, min_tokens, bad words,
+// allowed_token_ids).
+inline bool has_logits_processors(const sampling_params& p) {
+  return !p.logit_bias.empty() || p.min_tokens > 0 || !p.bad_words_ids.empty() ||
+         !p.allowed_token_ids.empty();
 }
 
 // "" when valid, else the problem ("temperature: -1 must be >= 0").

@@ -176,12 +176,13 @@ result<std::vector<generate_prompt>> read_prompts_file(const std::string& path,
 const std::vector<command_flag>& generate_flags() {
   static const std::vector<command_flag> flags = {
       {"prompt-ids", true},   {"prompt", true},          {"prompts-file", true},
-      {"max-tokens", true},   {"temperature", true},     {"top-p", true},
-      {"top-k", true},        {"min-p", true},           {"n", true},
-      {"logprobs", true},     {"prompt-logprobs", true}, {"presence-penalty", true},
-      {"frequency-penalty", true}, {"repetition-penalty", true},
+      {"max-tokens", true, "16"},   {"temperature", true, "1.0"},     {"top-p", true, "1.0"},
+      {"top-k", true, "0 (off)"},   {"min-p", true, "0"},           {"n", true, "1"},
+      {"logprobs", true, "none"},   {"prompt-logprobs", true, "none"},
+      {"presence-penalty", true, "0"}, {"frequency-penalty", true, "0"},
+      {"repetition-penalty", true, "1.0"},
       {"stop", true},         {"ignore-eos", false},     {"json", false},
-      {"lora", true},
+      {"lora", true, "the base model"},
   };
   return flags;
 }

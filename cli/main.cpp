@@ -36,7 +36,8 @@ constexpr const char* usage =
     "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"
     "  version    print the version\n"
     "\n"
-    "Every config key is also a --kebab-case flag; see docs/configuration.md.\n";
+    "Every config key is also a --kebab-case flag; see docs/configuration.md.\n"
+    "troupe <command> --help lists a command's flags and config keys with their defaults.\n";
 
 }  // namespace
 }  // namespace troupe
@@ -53,7 +54,11 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return troupe::run_tokenize(args);
   if (command == "detokenize") return troupe::run_detokenize(args);
   if (command == "version" || command == "--version") {
-    std::printf("troupe 0.1.0\n");
+    if (!args.empty() && args[0] != "--help" && args[0] != "-h") {
+      troupe::print_error("version takes no arguments");
+      return 2;
+    }
+    std::printf("%s", args.empty() ? "troupe 0.1.0\n" : "usage: troupe version\nPrints the version.\n");
     return 0;
   }
   if (command == "serve") return troupe::run_serve(args);

@@ -13,6 +13,7 @@
 #include "actors/worker/load_runners.h"
 #include "cli/command_setup.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "config/config_loader.h"
 #include "config/logging.h"
 #include "net/server.h"
@@ -30,7 +31,17 @@ double visible_gpu_gib() {
 }  // namespace
 
 int run_serve(const std::vector<std::string>& args) {
-  auto parsed = parse_args(args, {{"dry-run", false}, {"gpu-memory-gib", true}});
+  const std::vector<command_flag> flags = {{"dry-run", false},
+                                           {"gpu-memory-gib", true, "device 0's memory"}};
+  if (help_requested(args)) {
+    std::fputs(command_help("usage: troupe serve --model DIR [--config FILE] [options]\n"
+                            "The OpenAI-compatible HTTP server (docs/server.md). --dry-run prints "
+                            "every rank's memory plan\n(on GPUs of --gpu-memory-gib) without "
+                            "loading anything.",
+                            flags, true).c_str(), stdout);
+    return 0;
+  }
+  auto parsed = parse_args(args, flags);
   if (!parsed) {
     print_error(parsed.error_message());
     return 2;

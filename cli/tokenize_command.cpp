@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "common/file_util.h"
 #include "common/json_writer.h"
 #include "config/config_loader.h"
@@ -72,8 +73,16 @@ result<std::string> tokenize_input(const parsed_args& args, const tokenizer& tok
 }  // namespace
 
 int run_tokenize(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {{"text", true}, {"chat", true}, {"add-generation-prompt", false},
-                                {"add-special-tokens", false}, {"json", false}});
+  const std::vector<command_flag> flags = {{"text", true}, {"chat", true}, {"add-generation-prompt", false},
+                                           {"add-special-tokens", false}, {"json", false}};
+  if (help_requested(argv)) {
+    std::fputs(command_help("usage: troupe tokenize --tokenizer DIR (--text S | --chat FILE.json "
+                            "[--add-generation-prompt]) [--add-special-tokens] [--json]\n"
+                            "--tokenizer defaults to --model; --json prints {\"ids\":[...],\"text\":\"...\"}.",
+                            flags, false).c_str(), stdout);
+    return 0;
+  }
+  auto args = parse_args(argv, flags);
   if (!args) {
     print_error(args.error_message());
     return 2;
@@ -104,7 +113,14 @@ int run_tokenize(const std::vector<std::string>& argv) {
 }
 
 int run_detokenize(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {{"ids", true}, {"skip-special-tokens", false}, {"json", false}});
+  const std::vector<command_flag> flags = {{"ids", true}, {"skip-special-tokens", false}, {"json", false}};
+  if (help_requested(argv)) {
+    std::fputs(command_help("usage: troupe detokenize --tokenizer DIR --ids 1,2,3 "
+                            "[--skip-special-tokens] [--json]",
+                            flags, false).c_str(), stdout);
+    return 0;
+  }
+  auto args = parse_args(argv, flags);
   if (!args) {
     print_error(args.error_message());
     return 2;

@@ -14,12 +14,22 @@
 #include "actors/worker/remote_stages.h"
 #include "cli/command_setup.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "config/config_loader.h"
 
 namespace troupe {
 
 int run_worker(const std::vector<std::string>& args) {
-  auto parsed = parse_args(args, {{"connect", true}, {"rank-offset", true}});
+  const std::vector<command_flag> flags = {{"connect", true},
+                                           {"rank-offset", true, "the head picks a stage"}};
+  if (help_requested(args)) {
+    std::fputs(command_help("usage: troupe worker --connect HOST:PORT [--rank-offset R] --model DIR "
+                            "[head's flags]\nOne pipeline stage for the head at HOST:PORT "
+                            "(docs/parallelism.md); give it the head's model and config flags.",
+                            flags, true).c_str(), stdout);
+    return 0;
+  }
+  auto parsed = parse_args(args, flags);
   if (!parsed) {
     print_error(parsed.error_message());
     return 2;

@@ -429,6 +429,37 @@ void apply_flag(engine_config& config, const field& f, const std::string& value,
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> config_key_defaults() {
+  const engine_config d;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const field& f : fields()) {
+    std::string text = std::visit(
+        overloaded{
+            [&](std::string engine_config::*m) { return d.*m; },
+            [&](bool engine_config::*m) { return std::string(d.*m ? "true" : "false"); },
+            [&](int64_t engine_config::*m) { return std::to_string(d.*m); },
+            [&](double engine_config::*m) {
+              std::ostringstream os;
+              os << d.*m;
+              return os.str();
+            },
+            [&](std::optional<int64_t> engine_config::*m) {
+              return (d.*m).has_value() ? std::to_string(*(d.*m)) : std::string("auto");
+            },
+            [&](std::vector<std::string> engine_config::*m) {
+              std::string joined;
+              for (const std::string& v : d.*m) joined += (joined.empty() ? "" : " ") + v;
+              return joined;
+            },
+            [&](std::vector<lora_module> engine_config::*) { return std::string(); },
+            [&](std::map<std::string, std::string> engine_config::*) { return std::string(); },
+        },
+        f.ptr);
+    out.emplace_back(f.name, std::move(text));
+  }
+  return out;
+}
+
 const std::vector<std::string>& config_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k;
@@ -436,31 +467,6 @@ const std::vector<std::string>& config_keys() {
     return k;
   }();
   return keys;
-}
-
-std::string nearest_name(const std::string& word, const std::vector<std::string>& candidates) {
-  const size_t limit = std::max<size_t>(2, word.size() / 3);
-  std::string best;
-  size_t best_distance = limit + 1;
-  std::vector<size_t> prev, cur;
-  for (const std::string& c : candidates) {
-    prev.resize(c.size() + 1);
-    cur.resize(c.size() + 1);
-    for (size_t j = 0; j <= c.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= word.size(); ++i) {
-      cur[0] = i;
-      for (size_t j = 1; j <= c.size(); ++j) {
-        const size_t sub = prev[j - 1] + (word[i - 1] == c[j - 1] ? 0 : 1);
-        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-      }
-      std::swap(prev, cur);
-    }
-    if (prev[c.size()] < best_distance) {
-      best_distance = prev[c.size()];
-      best = c;
-    }
-  }
-  return best;
 }
 
 result<engine_config> load_config_file(const std::string& path, engine_config base) {

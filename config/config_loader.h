@@ -8,8 +8,10 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/nearest_name.h"
 #include "common/result.h"
 #include "config/engine_config.h"
 #include "model/model_config.h"
@@ -17,8 +19,11 @@
 namespace troupe {
 
 struct command_flag {
+  command_flag(std::string n, bool value = true, std::string default_text = "")
+      : name(std::move(n)), takes_value(value), default_value(std::move(default_text)) {}
   std::string name;       // without dashes, e.g. "max-tokens"
   bool takes_value = true;
+  std::string default_value;  // for --help ("" when none)
 };
 
 struct parsed_args {
@@ -51,8 +56,9 @@ bool cuda_backend_built();
 
 // All config keys, snake_case, in schema order (for help and suggestions).
 const std::vector<std::string>& config_keys();
+// Every config key (schema order) with its default as text: "" for empty
+// strings and lists, "auto" for values chosen at start-up (--help).
+std::vector<std::pair<std::string, std::string>> config_key_defaults();
 
-// Levenshtein-nearest of `candidates` to `word`, or "" when none is close.
-std::string nearest_name(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace troupe

@@ -183,7 +183,17 @@ std::string generation::chunk(size_t i, const request_output& out) {
   return sse(w.str());
 }
 
-std::string generation::on_output(size_t i, const request_output& out) {
+std::string generation::on_output(size_t i, const request_output& given) {
+  request_output prompt_only;
+  if (ctx_.echo_only) {  // the one sampled token is not shown
+    prompt_only.id = given.id;
+    prompt_only.prompt_logprobs = given.prompt_logprobs;
+    prompt_only.finish = given.finish == finish_reason::stop ? finish_reason::length : given.finish;
+    prompt_only.error = given.error;
+    prompt_only.unavailable = given.unavailable;
+    prompt_only.num_prompt_tokens = given.num_prompt_tokens;
+  }
+  const request_output& out = ctx_.echo_only ? prompt_only : given;
   choice_state& c = choices_[i];
   if (c.finish != finish_reason::none) return "";
   c.token_ids.insert(c.token_ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());

@@ -35,6 +35,9 @@ struct generation_context {
   // with its prompt; choice_prompt_text holds the prompt as text.
   bool echo = false;
   std::vector<std::string> choice_prompt_text;
+  // echo with max_tokens 0 (lm-eval's log-likelihood requests): the engine
+  // samples one token, which no choice shows; finish_reason "length".
+  bool echo_only = false;
   // vLLM's prompt_logprobs: completions choices (chat: the response) carry
   // `prompt_logprobs` ([null, {id: {logprob, rank, decoded_token}}, ...]).
   bool return_prompt_logprobs = false;

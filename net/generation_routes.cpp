@@ -32,6 +32,25 @@ api_error too_long(int64_t max_model_len, int64_t prompt_len, int64_t max_tokens
                      " in the completion). Please reduce the length of the messages or completion.");
 }
 
+// vLLM's bad_words as token ids: each word as written (its leading spaces
+// dropped) and, when the leading space makes other tokens of the same
+// count whose first differs, also with one space before it (the word in
+// the middle of text).
+std::vector<std::vector<int32_t>> bad_words_ids(const tokenizer& tok,
+                                                const std::vector<std::string>& words) {
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& word : words) {
+    const std::string bare = word.substr(std::min(word.find_first_not_of(' '), word.size()));
+    std::vector<int32_t> alone = tok.encode(bare, false);
+    if (alone.empty()) continue;
+    std::vector<int32_t> spaced = tok.encode(" " + bare, false);
+    const bool distinct = !spaced.empty() && spaced.size() == alone.size() && spaced[0] != alone[0];
+    out.push_back(std::move(alone));
+    if (distinct) out.push_back(std::move(spaced));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<api_error> api_routes::finish_params(const std::string& model, generation_request& r,
@@ -70,6 +89,12 @@ std::optional<api_error> api_routes::finish_params(const std::string& model, gen
   r.params.max_tokens = static_cast<int32_t>(max_tokens);
   if (tok_ == nullptr && !r.params.stop.empty()) {
     return bad_request("stop: stop strings need a tokenizer; this model is served without one", "stop");
+  }
+  if (!r.bad_words.empty()) {
+    if (tok_ == nullptr) {
+      return bad_request("bad_words: needs a tokenizer; this model is served without one", "bad_words");
+    }
+    r.params.bad_words_ids = bad_words_ids(*tok_, r.bad_words);
   }
   const std::string problem = validate_sampling_params(r.params, vocab);
   if (!problem.empty()) return bad_request(problem);
@@ -123,6 +148,10 @@ route_result api_routes::completions(std::string_view body) const {
   if (r.echo && tok_ == nullptr) {
     return error_reply(bad_request("echo: needs a tokenizer; this model is served without one", "echo"));
   }
+  // echo with max_tokens 0: the prompt (and its logprobs) only. The engine
+  // runs one token, which the response leaves out.
+  const bool echo_only = r.echo && r.common.max_tokens == 0;
+  if (echo_only) r.common.max_tokens = 1;
   if (auto e = finish_params(r.common.model, r.common, prompts, false)) return error_reply(*e);
   std::vector<std::string> prompt_texts;
   if (r.echo) {  // as written, or decoded when given as ids (as vLLM)
@@ -133,6 +162,7 @@ route_result api_routes::completions(std::string_view body) const {
   prepared_generation g = prepare(generation_kind::completion, r.common, std::move(prompts),
                                   r.common.params.logprobs >= 0);
   g.ctx.echo = r.echo;
+  g.ctx.echo_only = echo_only;
   for (size_t i = 0; r.echo && i < g.ctx.choice_prompt_ids.size(); ++i) {
     g.ctx.choice_prompt_text.push_back(prompt_texts[i / static_cast<size_t>(r.common.params.n)]);
   }

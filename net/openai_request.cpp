@@ -1,11 +1,15 @@
 #include "net/openai_request.h"
 
+#include "common/nearest_name.h"
+
 #include <simdjson.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 namespace troupe {
@@ -48,7 +52,18 @@ maybe_error push_token_id(std::string_view key, element x, std::vector<int32_t>&
 class field_reader {
  public:
   explicit field_reader(object obj) {
-    for (auto [key, value] : obj) fields_[key] = value;  // later duplicates replace earlier
+    for (auto [key, value] : obj) {
+      if (fields_.count(key) == 0) order_.push_back(key);
+      fields_[key] = value;  // later duplicates replace earlier
+    }
+  }
+
+  // The first key not in `known` (in the body's order), or "".
+  std::string first_unknown(const std::vector<std::string_view>& known) const {
+    for (const auto& key : order_) {
+      if (std::find(known.begin(), known.end(), key) == known.end()) return std::string(key);
+    }
+    return "";
   }
 
   bool has(std::string_view key) const {
@@ -134,7 +149,29 @@ class field_reader {
 
  private:
   std::unordered_map<std::string_view, element> fields_;  // views into the parsed document
+  std::vector<std::string_view> order_;                    // keys in the body's order
 };
+
+// The fields both generation routes read (read_generation).
+constexpr std::string_view generation_fields[] = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
+    "stop_token_ids", "ignore_eos", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "skip_special_tokens", "include_stop_str_in_output", "stream",
+    "return_token_ids", "prompt_logprobs", "min_tokens", "bad_words", "allowed_token_ids",
+    "logit_bias", "user", "best_of", "seed", "stream_options"};
+
+// A field the route does not know: a 400 naming it (with the nearest known
+// name when one is close), rather than a request quietly run otherwise.
+maybe_error reject_unknown(const field_reader& f, std::initializer_list<std::string_view> route_fields) {
+  std::vector<std::string_view> known(std::begin(generation_fields), std::end(generation_fields));
+  known.insert(known.end(), route_fields);
+  const std::string key = f.first_unknown(known);
+  if (key.empty()) return std::nullopt;
+  const std::vector<std::string> names(known.begin(), known.end());
+  const std::string near = nearest_name(key, names);
+  return bad_request(key + ": unknown field" + (near.empty() ? "" : " (did you mean '" + near + "'?)"),
+                     key);
+}
 
 // Parses the body; the document lives in the thread's parser until the next
 // call on this thread.
@@ -151,6 +188,54 @@ std::variant<object, api_error> parse_object(std::string_view body) {
 maybe_error reject_unsupported(const field_reader& f, std::initializer_list<std::string_view> keys) {
   for (std::string_view k : keys) {
     if (f.has(k)) return bad_request(std::string(k) + ": not supported yet", std::string(k));
+  }
+  return std::nullopt;
+}
+
+// logit_bias: {"token id": bias, ...} (OpenAI's), sorted by token.
+maybe_error read_logit_bias(const field_reader& f, std::vector<std::pair<int32_t, float>>& out) {
+  element e;
+  if (!f.get("logit_bias", e)) return std::nullopt;
+  if (!e.is_object()) return type_error("logit_bias", "an object mapping token ids to biases");
+  for (auto [key, value] : object(e)) {
+    int64_t id = -1;
+    const std::string k(key);
+    size_t used = 0;
+    try {
+      id = std::stoll(k, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != k.size() || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      return bad_request("logit_bias: key '" + k + "' is not a token id", "logit_bias");
+    }
+    if (!value.is_number()) {
+      return bad_request("logit_bias: the bias of token " + k + " must be a number", "logit_bias");
+    }
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(double(value)));
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].first == out[i - 1].first) {
+      return bad_request("logit_bias: token " + std::to_string(out[i].first) + " is given twice",
+                         "logit_bias");
+    }
+  }
+  return std::nullopt;
+}
+
+// best_of: vLLM v1 returns the n samples it draws; best_of may only be n.
+maybe_error read_best_of(const field_reader& f, int32_t n) {
+  int32_t best_of = n;
+  if (auto e = f.read_small_int("best_of", best_of)) return e;
+  if (best_of < n) {
+    return bad_request("best_of: must be >= n, got best_of " + std::to_string(best_of) + " and n " +
+                       std::to_string(n), "best_of");
+  }
+  if (best_of > n) {
+    return bad_request("best_of: " + std::to_string(best_of) +
+                       " is not supported: troupe returns the n samples it draws (vLLM v1 does "
+                       "too); send best_of equal to n, or leave it out", "best_of");
   }
   return std::nullopt;
 }
@@ -174,9 +259,17 @@ maybe_error read_generation(const field_reader& f, generation_request& r) {
                         f.read_bool("include_stop_str_in_output", p.include_stop_str_in_output),
                         f.read_bool("stream", r.stream),
                         f.read_bool("return_token_ids", r.return_token_ids),
-                        f.read_small_int("prompt_logprobs", p.prompt_logprobs)}) {
+                        f.read_small_int("prompt_logprobs", p.prompt_logprobs),
+                        f.read_small_int("min_tokens", p.min_tokens),
+                        f.read_strings("bad_words", r.bad_words),
+                        f.read_ids("allowed_token_ids", p.allowed_token_ids),
+                        read_logit_bias(f, p.logit_bias), f.read_string("user", r.user)}) {
     if (e) return e;
   }
+  if (f.has("allowed_token_ids") && p.allowed_token_ids.empty()) {
+    return bad_request("allowed_token_ids: must not be empty", "allowed_token_ids");
+  }
+  if (auto e = read_best_of(f, p.n)) return e;
   if (f.has("prompt_logprobs") && p.prompt_logprobs < 0) {
     return bad_request("prompt_logprobs: must be a non-negative integer, got " +
                        std::to_string(p.prompt_logprobs), "prompt_logprobs");
@@ -256,7 +349,8 @@ parse_result<completion_request> parse_completion_request(std::string_view body)
   if (r.echo && r.common.params.logprobs >= 0) {
     r.common.params.prompt_logprobs = std::max(r.common.params.prompt_logprobs, r.common.params.logprobs);
   }
-  if (auto e = reject_unsupported(f, {"suffix", "logit_bias", "best_of", "response_format"})) return *e;
+  if (auto e = reject_unsupported(f, {"suffix", "response_format"})) return *e;
+  if (auto e = reject_unknown(f, {"prompt", "logprobs", "echo"})) return *e;
   return r;
 }
 
@@ -266,7 +360,7 @@ parse_result<chat_request> parse_chat_request(std::string_view body) {
   const field_reader f(std::get<object>(obj));
   chat_request r;
   if (auto e = reject_unsupported(f, {"tools", "tool_choice", "response_format", "functions",
-                                      "function_call", "logit_bias"})) {
+                                      "function_call"})) {
     return *e;
   }
   if (auto e = read_generation(f, r.common)) return *e;
@@ -285,6 +379,23 @@ parse_result<chat_request> parse_chat_request(std::string_view body) {
   }
   if (r.logprobs) r.common.params.logprobs = r.top_logprobs;
   if (!f.has("messages")) return bad_request("messages: required", "messages");
+  // OpenAI's optional hints troupe does not act on are accepted: user,
+  // store, metadata, service_tier, reasoning_effort, and modalities (text).
+  if (auto e = reject_unknown(f, {"messages", "max_completion_tokens",
+                                  "logprobs", "top_logprobs", "add_generation_prompt", "store",
+                                  "metadata", "service_tier", "reasoning_effort", "modalities"})) {
+    return *e;
+  }
+  element modalities;
+  if (f.get("modalities", modalities)) {
+    const bool text_only = modalities.is_array() && [&] {
+      for (element m : modalities.get_array()) {
+        if (!m.is_string() || std::string_view(m) != "text") return false;
+      }
+      return true;
+    }();
+    if (!text_only) return bad_request("modalities: only [\"text\"] is served", "modalities");
+  }
   return r;
 }
 

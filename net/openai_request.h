@@ -1,8 +1,11 @@
 // openai_request: request bodies of the OpenAI-compatible routes parsed with
-// simdjson into typed requests. Wrong JSON, wrong types and unsupported
-// fields come back as an api_error (400) naming the field
-// ("max_tokens: expected an integer"); unknown fields are ignored, as vLLM
-// does. Sampling values are range-checked later (validate_sampling_params).
+// simdjson into typed requests. Wrong JSON, wrong types, unsupported and
+// unknown fields come back as an api_error (400) naming the field
+// ("max_tokens: expected an integer", "max_token: unknown field (did you
+// mean 'max_tokens'?)"); OpenAI's optional hints troupe does not act on
+// (user; on chat store, metadata, service_tier, reasoning_effort, text
+// modalities) are accepted. Sampling values are range-checked later
+// (validate_sampling_params).
 // Stateless; safe from any thread.
 #pragma once
 
@@ -29,6 +32,9 @@ struct generation_request {
   // vLLM's prompt_logprobs as asked (-1: not asked). params.prompt_logprobs
   // may be larger: echo with logprobs needs them too.
   int32_t prompt_logprobs = -1;
+  // vLLM's bad_words, tokenized by the route into params.bad_words_ids.
+  std::vector<std::string> bad_words;
+  std::string user;  // OpenAI's end-user id: accepted, not used
 };
 
 struct completion_request {

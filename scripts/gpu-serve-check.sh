@@ -40,6 +40,19 @@ stream=$(curl -sN "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: appl
 echo "$stream" >"$out/stream.txt"
 if grep -q 'data: \[DONE\]' <<<"$stream" && grep -q '"completion_tokens":32' <<<"$stream"; then s=pass; else s=FAIL; fi
 row "serve: streamed completion (32 tokens)" $s "$(grep -c '^data: ' <<<"$stream") SSE frames"
+# The logits processors through the device sampler: logit_bias forces a
+# token, allowed_token_ids limits every token, min_tokens holds EOS back.
+procs=$(curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0.8,"return_token_ids":true,"logit_bias":{"1234":100}}')
+allowed=$(curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"Once upon a time","max_tokens":12,"return_token_ids":true,"allowed_token_ids":[100,200,300]}')
+held=$(curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"Once upon a time","max_tokens":10,"return_token_ids":true,"min_tokens":4,"logit_bias":{"128009":100,"128001":100}}')
+echo "$procs $allowed $held" >"$out/processors.json"
+ok_bias=$(grep -c '"token_ids":\[1234,1234,1234,1234,1234,1234\]' <<<"$procs")
+ok_held=$(grep -o '"token_ids":\[[0-9,]*\]' <<<"$held" | grep -cE '^"token_ids":\[([0-9]+,){4}(128009|128001)\]$')
+if ((ok_bias == 1 && ok_held == 1)) && grep -qE '"token_ids":\[((100|200|300),){11}(100|200|300)\]' <<<"$allowed"; then s=pass; else s=FAIL; fi
+row "serve: logit_bias / allowed_token_ids / min_tokens on the device sampler" $s "$(grep -o '"token_ids":\[[0-9,]*\]' <<<"$procs$allowed$held" | tr '\n' ' ')"
 curl -s "http://127.0.0.1:$port/metrics" >"$out/metrics.txt"
 row "serve: /metrics" ok "$(grep -E '^troupe:(time_to_first_token_seconds_sum|e2e_request_latency_seconds_count|kv_cache_usage_perc)' "$out/metrics.txt" | tr '\n' ' ')"
 kill -TERM $pid

@@ -15,17 +15,24 @@ class text_state {
   explicit text_state(const request_text_setup& setup)
       : tok_(setup.tok),
         detok_(*tok_, setup.prompt_ids, setup.params.skip_special_tokens),
-        stops_(setup.params.stop, setup.params.include_stop_str_in_output) {}
+        stops_(setup.params.stop, setup.params.include_stop_str_in_output),
+        min_tokens_(setup.params.min_tokens) {}
 
   // Adds the output's text; true when a stop string ended the request.
   // Tokens are taken one at a time (a step may emit several: accepted
   // drafts), so a stop string ends the output at the token that completes
-  // it; the tokens after it (and their logprobs) are dropped.
+  // it; the tokens after it (and their logprobs) are dropped. The text of
+  // the first min_tokens tokens is not searched (vLLM's min_tokens).
   bool process(request_output& out) {
     const bool final = out.finish != finish_reason::none;
     out.text.clear();
     for (size_t i = 0; i < out.new_token_ids.size(); ++i) {
-      out.text += stops_.feed(detok_.append({out.new_token_ids[i]}));
+      std::string delta = detok_.append({out.new_token_ids[i]});
+      if (++num_tokens_ <= min_tokens_) {
+        out.text += delta;
+        continue;
+      }
+      out.text += stops_.feed(delta);
       if (stops_.stopped()) {
         out.new_token_ids.resize(i + 1);
         if (out.logprobs.size() > i + 1) out.logprobs.resize(i + 1);
@@ -49,6 +56,8 @@ class text_state {
   std::shared_ptr<const tokenizer> tok_;
   incremental_detokenizer detok_;
   stop_checker stops_;
+  int64_t min_tokens_ = 0;
+  int64_t num_tokens_ = 0;  // output tokens seen
 };
 
 // Times one request into the engine's request_metrics.

@@ -179,13 +179,14 @@ bool token_budget_scheduler::can_schedule_ahead() const {
   if (committed_.size() != static_cast<size_t>(in_flight_)) return false;  // a transaction is open
   if (!has_unfinished()) return false;
   // Forks share blocks and sample from their leader's logits; a penalized
-  // request's sampler needs the token still out (planning around it would
+  // request's sampler (or one with bad words of several tokens) needs the
+  // token still out (planning around it would
   // run it every other step): lockstep for those. (Micro-batches never
   // plan a request whose tokens are out.)
   for (const request_ptr& r : running_) {
     if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return false;
     if (limits_.pipeline_depth <= 1 && r->placeholders > 0 && !r->aborted &&
-        has_penalties(r->params)) {
+        needs_output_history(r->params)) {
       return false;
     }
   }

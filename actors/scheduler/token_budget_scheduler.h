@@ -30,8 +30,8 @@
 // in-flight step that samples there gets a placeholder token, which the
 // next step computes (the worker takes its id on the device). Planning
 // ahead is limited to what needs no host knowledge of that token: no
-// preemption (all running requests must fit), no penalties (the sampler
-// counts output tokens), no parallel-sampling forks, no request verifying
+// preemption (all running requests must fit), no penalties or bad words of
+// several tokens (the sampler reads output tokens), no parallel-sampling forks, no request verifying
 // drafts in flight or with a drafter match (its next step waits for its
 // tokens: actors/scheduler/token_budget_scheduler_spec.cpp), nothing past
 // max_tokens or max_model_len. A request the in-flight step finishes (EOS,

@@ -116,6 +116,9 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     r.prompt_logprobs_start = d.prompt_logprobs_start;
     r.fork_children = d.fork_children;
     if (d.params.lora_id != 0) r.lora_slot = lora_slot_for(d.params.lora_id);
+    if (!d.params.allowed_token_ids.empty()) {
+      r.allowed_mask = allowed_token_mask(d.params.allowed_token_ids, model_->config().vocab_size);
+    }
     TROUPE_CHECK(requests_.emplace(d.id, std::move(r)).second);
     order.push_back(d.id);
   }
@@ -298,7 +301,7 @@ forward_inputs model_runner::upload(const host_batch& batch) {
 }
 
 sampler_row model_runner::next_token_row(const request_state& r, int32_t spec_index,
-                                         std::vector<int32_t>* history) const {
+                                         row_storage& storage) const {
   const int64_t num_outputs = static_cast<int64_t>(r.token_ids.size()) - r.num_prompt_tokens;
   sampler_row s = sampler_row_for(r.params, r.seed);
   // Output index of the token drawn now (tokens still being sampled count,
@@ -309,21 +312,34 @@ sampler_row model_runner::next_token_row(const request_state& r, int32_t spec_in
   s.num_prompt_ids = r.num_prompt_tokens;
   s.output_ids = r.token_ids.data() + r.num_prompt_tokens;
   s.num_output_ids = num_outputs;
-  if (spec_index > 0 && history != nullptr && has_penalties(r.params)) {
-    // The penalties count the drafts before it.
-    history->assign(s.output_ids, s.output_ids + num_outputs);
-    history->insert(history->end(), r.drafts.begin(), r.drafts.begin() + spec_index);
-    s.output_ids = history->data();
-    s.num_output_ids = static_cast<int64_t>(history->size());
+  if (spec_index > 0 && (has_penalties(r.params) || !r.params.bad_words_ids.empty())) {
+    // The penalties and bad words see the drafts before it.
+    storage.history.assign(s.output_ids, s.output_ids + num_outputs);
+    storage.history.insert(storage.history.end(), r.drafts.begin(), r.drafts.begin() + spec_index);
+    s.output_ids = storage.history.data();
+    s.num_output_ids = static_cast<int64_t>(storage.history.size());
+  }
+  if (has_logits_processors(r.params)) {
+    position_biases_for(r.params, model_->config().eos_token_ids, static_cast<int64_t>(s.step),
+                        s.output_ids, s.num_output_ids, storage.biases);
+    attach_processors(s, r.allowed_mask, storage.biases);
   }
   return s;
 }
 
-sampler_row model_runner::fork_row(const request_state& parent, const fork_child& c) const {
+sampler_row model_runner::fork_row(const request_state& parent, const fork_child& c,
+                                   row_storage& storage) const {
   sampler_row s = sampler_row_for(c.params, c.seed);
   s.step = 0;
   s.prompt_ids = parent.token_ids.data();
   s.num_prompt_ids = parent.num_prompt_tokens;
+  if (has_logits_processors(c.params)) {
+    position_biases_for(c.params, model_->config().eos_token_ids, 0, nullptr, 0, storage.biases);
+    if (!c.params.allowed_token_ids.empty()) {
+      storage.mask = allowed_token_mask(c.params.allowed_token_ids, model_->config().vocab_size);
+    }
+    attach_processors(s, storage.mask, storage.biases);
+  }
   return s;
 }
 
@@ -361,7 +377,7 @@ bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int
   // per fork child sharing its parent's row.
   const auto first = static_cast<int64_t>(step.jobs.size());
   std::vector<ops::sample_job> jobs;
-  std::deque<std::vector<int32_t>> histories;  // read during sample_async
+  std::deque<row_storage> storage;  // read during sample_async
   for (int64_t i = 0; i < n; ++i) {
     const logit_row& row = batch.logit_rows[begin + static_cast<size_t>(i)];
     request_state& r = requests_.at(step.order[row.batch_index]);
@@ -374,18 +390,20 @@ bool model_runner::sample_chunk_async(const host_batch& batch, size_t begin, int
       step.jobs.push_back({job_ref::prompt_logprob, row.batch_index, 0, true});
       continue;
     }
-    histories.emplace_back();
-    job.row = next_token_row(r, row.spec_index, &histories.back());
-    // Penalties count the output so far: none may still be in flight.
-    TROUPE_CHECK_MSG(!has_penalties(r.params) || r.pending_tokens == 0,
-                     "a penalized request was scheduled before its last token was back");
+    storage.emplace_back();
+    job.row = next_token_row(r, row.spec_index, storage.back());
+    // Penalties and bad words see the output so far: none may still be in flight.
+    TROUPE_CHECK_MSG(!needs_output_history(r.params) || r.pending_tokens == 0,
+                     "a request whose sampler reads its output was scheduled before its last "
+                     "token was back");
     r.last_sample_index = static_cast<int32_t>(first) + static_cast<int32_t>(jobs.size());
     jobs.push_back(job);
     step.jobs.push_back({job_ref::next_token, row.batch_index, 0, r.params.logprobs >= 0});
     for (const fork_child& c : r.fork_children) {
       ops::sample_job child;
       child.logits_row = static_cast<int32_t>(i);
-      child.row = fork_row(r, c);
+      storage.emplace_back();
+      child.row = fork_row(r, c, storage.back());
       jobs.push_back(child);
       step.jobs.push_back({job_ref::fork, row.batch_index, c.id, c.params.logprobs >= 0});
     }
@@ -403,8 +421,8 @@ void model_runner::handle_row(request_state& r, const logit_row& row, const floa
     out.prompt_logprobs.push_back(logprobs_of(logits, vocab, target, r.params.prompt_logprobs));
     return;
   }
-  std::vector<int32_t> history;
-  sample_result sampled = sample_row(logits, vocab, next_token_row(r, row.spec_index, &history));
+  row_storage storage;
+  sample_result sampled = sample_row(logits, vocab, next_token_row(r, row.spec_index, storage));
   out.token_ids.push_back(sampled.token_id);
   if (r.params.logprobs >= 0) out.logprobs.push_back(std::move(sampled.logprobs));
   if (!r.fork_children.empty()) sample_forks(r, logits, out);
@@ -415,7 +433,8 @@ void model_runner::sample_forks(request_state& r, const float* logits, sampled_o
   // prompt logits with its own seed and parameters, as if it had run alone.
   const int64_t vocab = model_->config().vocab_size;
   for (const fork_child& c : r.fork_children) {
-    sample_result sampled = sample_row(logits, vocab, fork_row(r, c));
+    row_storage storage;
+    sample_result sampled = sample_row(logits, vocab, fork_row(r, c, storage));
     out.fork_samples.push_back({c.id, sampled.token_id, std::move(sampled.logprobs)});
   }
   r.fork_children.clear();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/messages.h"
+#include "actors/worker/logits_processors.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "model/lora_registry.h"
@@ -130,6 +131,7 @@ class model_runner {
     int32_t last_sample_index = -1;  // its job index in the last launched step that sampled it
     std::vector<int32_t> drafts;     // this step's draft tokens (after its last token)
     int32_t lora_slot = -1;          // its adapter's device slot, -1: the base model
+    std::vector<uint32_t> allowed_mask;  // of params.allowed_token_ids (empty: none)
   };
   // One row of logits to compute and what to do with it.
   struct logit_row {
@@ -192,11 +194,19 @@ class model_runner {
   void compute_outputs(const host_batch& batch, launched_step& step);
   void handle_row(request_state& r, const logit_row& row, const float* logits,
                   sampled_output& out);
+  // What a sampled row's pointers lead to (read while it is sampled): the
+  // output ids the penalties and bad words see with drafts, the position's
+  // biases and a fork child's allowed mask (actors/worker/logits_processors.h).
+  struct row_storage {
+    std::vector<int32_t> history;
+    position_biases biases;
+    std::vector<uint32_t> mask;
+  };
   // The sampler's view of r's next token (after `spec_index` of its draft
-  // tokens; `history` backs the output ids the penalties count then), and
-  // of a fork child's first.
-  sampler_row next_token_row(const request_state& r, int32_t spec_index = 0,
-                             std::vector<int32_t>* history = nullptr) const;
+  // tokens), and of a fork child's first; `storage` backs what the row
+  // points to.
+  sampler_row next_token_row(const request_state& r, int32_t spec_index,
+                             row_storage& storage) const;
   // Speculative decoding: keeps the longest prefix of the drafts that the
   // samples (one per position, each drawn as without drafts) equal, then
   // the first sample that differs (or the one after the last draft); the
@@ -207,7 +217,8 @@ class model_runner {
   void roll_back_drafts(request_state& r, size_t drafts, size_t accepted);
   // A step's sampled tokens join request r (null: a later plan dropped it).
   void join_tokens(request_state* r, const sampled_output& o);
-  sampler_row fork_row(const request_state& parent, const fork_child& c) const;
+  sampler_row fork_row(const request_state& parent, const fork_child& c,
+                       row_storage& storage) const;
   // Samples logits rows [begin, begin + n) of the step where they are
   // (ops::sample_async); false when the backend cannot, or with
   // TROUPE_DEVICE_SAMPLING=0 (host sampling, for comparisons).

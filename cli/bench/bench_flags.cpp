@@ -110,7 +110,9 @@ flag_values flags_from_rest(const std::vector<std::pair<std::string, std::string
 
 std::vector<command_flag> as_command_flags(const std::vector<flag_spec>& specs) {
   std::vector<command_flag> out;
-  for (const flag_spec& s : specs) out.push_back({s.name, s.kind != flag_kind::boolean});
+  for (const flag_spec& s : specs) {
+    out.push_back({s.name, s.kind != flag_kind::boolean, s.default_value});
+  }
   return out;
 }
 

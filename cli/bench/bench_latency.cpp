@@ -6,6 +6,7 @@
 // latency, prefill time (submit until every request of the batch has its
 // first token) and decode time (the rest); averages, std and the 10, 25,
 // 50, 75, 90 and 99th percentiles. --json-out.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -95,7 +96,7 @@ void write_series(json_writer& w, const std::string& name, const std::string& pl
 
 int run_bench_latency(const std::vector<std::string>& args) {
   offline_setup s = start_offline(args, latency_specs(), "latency");
-  if (s.exit_code != 0) return s.exit_code;
+  if (s.exit_code != 0) return std::max(s.exit_code, 0);  // -1: --help printed
   auto a = read_args(s.flags, s.eng->limits());
   if (!a) return print_error(a.error_message()), 2;
   const int64_t vocab = s.setup.model.vocab_size;

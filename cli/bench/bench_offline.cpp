@@ -1,4 +1,5 @@
 #include "cli/bench/bench_offline.h"
+#include "cli/help.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -100,6 +101,13 @@ double prefix_cache_hit_rate(const engine_stats& s) {
 offline_setup start_offline(const std::vector<std::string>& args, const std::vector<flag_spec>& specs,
                             const char* command) {
   offline_setup s;
+  if (help_requested(args)) {
+    std::fputs(command_help(std::string("usage: troupe bench ") + command +
+                                " --model DIR [--config FILE] [options]   (docs/bench.md)",
+                            as_command_flags(specs), true).c_str(), stdout);
+    s.exit_code = -1;  // done: exit 0
+    return s;
+  }
   auto parsed = parse_args(args, as_command_flags(specs));
   if (!parsed) {
     print_error(parsed.error_message());

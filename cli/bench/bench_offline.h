@@ -43,7 +43,8 @@ double prefix_cache_hit_rate(const engine_stats& s);
 // command's flags (specs) parsed as `troupe generate` does, the config
 // validated against config.json, the tokenizer loaded, the engine created.
 // On failure the error has been printed and `exit_code` says 2 (usage,
-// configuration) or 1 (runtime).
+// configuration) or 1 (runtime); -1: --help was asked for and printed (the
+// command exits 0).
 struct offline_setup {
   engine_config config;
   std::string config_file;

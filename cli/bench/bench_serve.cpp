@@ -9,6 +9,7 @@
 
 #include "cli/bench/arrivals.h"
 #include "cli/bench/bench_commands.h"
+#include "cli/help.h"
 #include "cli/bench/bench_flags.h"
 #include "cli/bench/report.h"
 #include "cli/bench/serve_load.h"
@@ -342,6 +343,13 @@ void warm_up(const serve_setup& s, const token_source& src) {
 }  // namespace
 
 int run_bench_serve(const std::vector<std::string>& args) {
+  if (help_requested(args)) {
+    std::fputs(command_help("usage: troupe bench serve [options]   (docs/bench.md)\n"
+                            "Loads an OpenAI-compatible server over HTTP (streaming), as vLLM's "
+                            "benchmark_serving.py.",
+                            as_command_flags(serve_specs()), false).c_str(), stdout);
+    return 0;
+  }
   auto flags = parse_flags(args, serve_specs());
   if (!flags) return print_error(flags.error_message()), 2;
   auto setup = read_setup(*flags);

@@ -3,6 +3,7 @@
 // batch, temperature 1 (unless --temperature), top_p 1, EOS ignored, each
 // request seeded with the config's seed + its index. Prints requests/s,
 // total tokens/s, output tokens/s and the elapsed time; --json-out.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/bench/bench_commands.h"
@@ -52,7 +53,7 @@ result<std::vector<offline_request>> build_requests(const offline_setup& s, doub
 int run_bench_throughput(const std::vector<std::string>& args) {
   const std::vector<flag_spec> specs = throughput_specs();
   offline_setup s = start_offline(args, specs, "throughput");
-  if (s.exit_code != 0) return s.exit_code;
+  if (s.exit_code != 0) return std::max(s.exit_code, 0);  // -1: --help printed
   auto temperature = s.flags.get_double("temperature");
   auto warmups = s.flags.get_int("num-warmups");
   if (!temperature || !warmups) {

@@ -24,6 +24,18 @@ double log_normalizer(const float* logits, int64_t vocab) {
   return max_logit + std::log(sum);
 }
 
+void apply_processors(std::vector<float>& logits, const sampler_row& row) {
+  constexpr float banned = -std::numeric_limits<float>::infinity();
+  if (row.allowed_mask != nullptr) {
+    for (size_t t = 0; t < logits.size(); ++t) {
+      if (((row.allowed_mask[t / 32] >> (t % 32)) & 1u) == 0) logits[t] = banned;
+    }
+  }
+  for (int64_t j = 0; j < row.num_biases; ++j) {
+    logits[static_cast<size_t>(row.bias_ids[j])] += row.bias_values[j];
+  }
+}
+
 void apply_penalties(std::vector<float>& logits, const sampler_row& row) {
   if (row.repetition_penalty != 1.0f) {
     std::vector<bool> seen(logits.size(), false);
@@ -148,6 +160,7 @@ sampler_candidate_set sampler_candidates(const float* logits, int64_t vocab,
                                          const sampler_row& row) {
   TROUPE_CHECK(vocab >= 1 && row.temperature >= sampling_eps);
   std::vector<float> work(logits, logits + vocab);
+  apply_processors(work, row);
   apply_penalties(work, row);
   return candidates_of(work, row, true);
 }
@@ -176,6 +189,7 @@ token_logprobs logprobs_of(const float* logits, int64_t vocab, int32_t token_id,
 sample_result sample_row(const float* logits, int64_t vocab, const sampler_row& row) {
   TROUPE_CHECK(vocab >= 1);
   std::vector<float> work(logits, logits + vocab);
+  apply_processors(work, row);
   apply_penalties(work, row);
   sample_result result;
   result.token_id =

@@ -1,7 +1,10 @@
 // CPU sampler: turns one row of logits into a token and its logprobs, as
 // vLLM defines the parameters:
 //   logprobs are of the raw model distribution (log_softmax of the logits,
-//   before penalties and temperature);
+//   before the logits processors, penalties and temperature);
+//   logits processors first (vLLM's order): tokens outside allowed_mask
+//   are banned (-inf), then each bias is added to its token's logit (a
+//   bias of -inf bans it);
 //   penalties: repetition over prompt + output tokens (divide positive logits,
 //   multiply negative ones), frequency and presence over output tokens;
 //   temperature < 1e-5 is greedy (argmax, lowest id on ties); otherwise
@@ -37,7 +40,18 @@ struct sampler_row {
   const int32_t* output_ids = nullptr;
   int64_t num_output_ids = 0;
   int32_t num_logprobs = -1;  // -1: none; k >= 0: the chosen token plus the top k
+  // Logits processors: bit t % 32 of allowed_mask[t / 32] allows token t
+  // (null: every token); bias_values[j] is added to token bias_ids[j]'s
+  // logit (ids sorted ascending, each once).
+  const uint32_t* allowed_mask = nullptr;
+  const int32_t* bias_ids = nullptr;
+  const float* bias_values = nullptr;
+  int64_t num_biases = 0;
 };
+
+inline bool has_logits_processors(const sampler_row& row) {
+  return row.allowed_mask != nullptr || row.num_biases > 0;
+}
 
 struct token_logprobs {
   int32_t token_id = -1;

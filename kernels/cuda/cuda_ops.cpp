@@ -167,6 +167,23 @@ bool cuda_ops::sample_async(const tensor& logits, const std::vector<sample_job>&
       p.num_output_ids = static_cast<int32_t>(r.num_output_ids);
       m.host_ids.insert(m.host_ids.end(), r.output_ids, r.output_ids + r.num_output_ids);
     }
+    if (jobs[i].forced_token >= 0) continue;
+    // Logits processors: the allowed mask's words, then (token, bias bits) pairs.
+    if (r.allowed_mask != nullptr) {
+      p.mask_begin = static_cast<int32_t>(m.host_ids.size());
+      const size_t words = static_cast<size_t>((logits.cols + 31) / 32);
+      for (size_t w = 0; w < words; ++w) m.host_ids.push_back(static_cast<int32_t>(r.allowed_mask[w]));
+    }
+    if (r.num_biases > 0) {
+      p.bias_begin = static_cast<int32_t>(m.host_ids.size());
+      p.num_biases = static_cast<int32_t>(r.num_biases);
+      for (int64_t j = 0; j < r.num_biases; ++j) {
+        int32_t bits = 0;
+        std::memcpy(&bits, &r.bias_values[j], sizeof bits);
+        m.host_ids.push_back(r.bias_ids[j]);
+        m.host_ids.push_back(bits);
+      }
+    }
   }
   const size_t params_bytes = jobs.size() * sizeof(cuda::sample_params);
   const size_t ids_bytes = std::max<size_t>(1, m.host_ids.size()) * sizeof(int32_t);

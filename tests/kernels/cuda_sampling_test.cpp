@@ -7,6 +7,8 @@
 // differently: two race scores within 1e-5 relative, or a token right at a
 // min_p / top_p boundary. Such cases are counted and must stay rare.
 // Logprobs, ranks and top-k ids must match the CPU's (1e-4 on logprobs).
+// The logits processors (an allowed-token mask, biases that raise a low
+// token, ban the best one or meet a penalty) are checked the same way.
 // Skipped without a device; the DISABLED_bench test prints timings.
 #include <gtest/gtest.h>
 
@@ -15,6 +17,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,6 +48,9 @@ struct batch {
   std::vector<float> logits;  // [rows, vocab]
   std::vector<sample_params> params;
   std::vector<int32_t> ids;
+  // Per row, the biases as the CPU sampler takes them (also packed in ids).
+  std::vector<std::vector<int32_t>> bias_ids;
+  std::vector<std::vector<float>> bias_values;
 
   sampler_row cpu_row(size_t i) const {
     const sample_params& p = params[i];
@@ -62,6 +69,12 @@ struct batch {
     r.output_ids = ids.data() + p.output_begin;
     r.num_output_ids = p.num_output_ids;
     r.num_logprobs = p.num_logprobs;
+    if (p.mask_begin >= 0) r.allowed_mask = reinterpret_cast<const uint32_t*>(ids.data() + p.mask_begin);
+    if (i < bias_ids.size() && !bias_ids[i].empty()) {
+      r.bias_ids = bias_ids[i].data();
+      r.bias_values = bias_values[i].data();
+      r.num_biases = static_cast<int64_t>(bias_ids[i].size());
+    }
     return r;
   }
   const float* row_logits(size_t i) const {
@@ -100,11 +113,62 @@ struct batch {
 };
 
 // plain: temperature alone (1.0 or 0.6), the blocks-per-chunk path.
-enum class mode { greedy, top_k, top_p, min_p, all_three, penalties, greedy_penalties, plain };
+// processors: biases and masks (half greedy, half sampled; a third also
+// penalized).
+enum class mode { greedy, top_k, top_p, min_p, all_three, penalties, greedy_penalties, plain,
+                  processors };
 const char* name(mode m) {
   const char* names[] = {"greedy", "top_k", "top_p", "min_p", "all_three", "penalties",
-                         "greedy_penalties", "plain"};
+                         "greedy_penalties", "plain", "processors"};
   return names[static_cast<int>(m)];
+}
+
+// Row r's logits processors: every other row a mask allowing a random
+// third of the vocabulary (its best token not among them on every fourth
+// row); biases that ban the row's best token, raise its lowest (by 30 on
+// every third row, enough to make it the best; else by 8), and
+// lower a few by small amounts; every third row also penalized, its
+// output repeating the raised token.
+void add_processors(batch& b, int64_t r, sample_params& p, std::mt19937& rng) {
+  const int64_t vocab = b.vocab;
+  const float* row = b.logits.data() + r * vocab;
+  const auto best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+  const auto low = static_cast<int32_t>(std::min_element(row, row + vocab) - row);
+  p.temperature = r % 2 == 0 ? 0.0f : 0.8f;
+  p.top_k = r % 4 == 1 ? 40 : 0;
+  if (r % 2 == 0) {
+    std::vector<uint32_t> mask(static_cast<size_t>((vocab + 31) / 32), 0u);
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (rng() % 3 == 0 || t == low) mask[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+    }
+    if (r % 4 == 0) mask[static_cast<size_t>(best / 32)] &= ~(1u << (best % 32));
+    p.mask_begin = static_cast<int32_t>(b.ids.size());
+    for (uint32_t w : mask) b.ids.push_back(static_cast<int32_t>(w));
+  }
+  std::map<int32_t, float> biases;
+  biases[best] = -std::numeric_limits<float>::infinity();
+  biases[low] = r % 3 == 1 ? 30.0f : 8.0f;  // the best on some rows
+  for (int j = 0; j < 5; ++j) biases[static_cast<int32_t>(rng() % vocab)] = -1.5f * float(j + 1);
+  biases[best] = -std::numeric_limits<float>::infinity();
+  b.bias_ids.resize(static_cast<size_t>(r + 1));
+  b.bias_values.resize(static_cast<size_t>(r + 1));
+  p.bias_begin = static_cast<int32_t>(b.ids.size());
+  p.num_biases = static_cast<int32_t>(biases.size());
+  for (const auto& [id, value] : biases) {
+    int32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    b.ids.push_back(id);
+    b.ids.push_back(bits);
+    b.bias_ids[static_cast<size_t>(r)].push_back(id);
+    b.bias_values[static_cast<size_t>(r)].push_back(value);
+  }
+  if (r % 3 == 0) {
+    p.repetition_penalty = 1.3f;
+    p.frequency_penalty = 0.5f;
+    p.output_begin = static_cast<int32_t>(b.ids.size());
+    p.num_output_ids = 6;
+    for (int j = 0; j < 6; ++j) b.ids.push_back(j % 2 == 0 ? low : best);
+  }
 }
 
 batch make_batch(int64_t vocab, int64_t rows, mode m, uint32_t seed) {
@@ -163,6 +227,7 @@ batch make_batch(int64_t vocab, int64_t rows, mode m, uint32_t seed) {
         for (int j = 0; j < 30; ++j) b.ids.push_back(order[rng() % top]);
         break;
       }
+      case mode::processors: add_processors(b, r, p, rng); break;
     }
     b.params.push_back(p);
   }
@@ -213,7 +278,7 @@ TEST_F(cuda_sampling, matches_the_cpu_sampler) {
   for (int64_t vocab : {1000, 32000, 151936}) {
     for (int64_t rows : {1, 7, 64}) {
       for (mode m : {mode::greedy, mode::top_k, mode::top_p, mode::min_p, mode::all_three,
-                     mode::penalties, mode::greedy_penalties, mode::plain}) {
+                     mode::penalties, mode::greedy_penalties, mode::plain, mode::processors}) {
         SCOPED_TRACE(std::string(name(m)) + " vocab " + std::to_string(vocab) + " rows " +
                      std::to_string(rows));
         const batch b = make_batch(vocab, rows, m, static_cast<uint32_t>(vocab + rows));

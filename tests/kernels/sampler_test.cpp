@@ -424,6 +424,51 @@ TEST(sampler_test, penalized_sampling_follows_the_penalized_distribution) {
   EXPECT_FALSE(chi_square(counts, expected_distribution(base_logits, filters{})).passes());
 }
 
+// ---- logits processors -------------------------------------------------------
+
+TEST(sampler_test, the_mask_bans_every_token_it_does_not_allow) {
+  sampler_row r = greedy_row();
+  const uint32_t allow_1_and_3 = (1u << 1) | (1u << 3);
+  r.allowed_mask = &allow_1_and_3;
+  EXPECT_EQ(sample({4.0f, 1.0f, 3.0f, 2.0f}, r), 3);
+  EXPECT_EQ(sample({4.0f, 2.5f, 3.0f, 2.0f}, r), 1);
+  sampler_row sampled;  // sampling too draws only allowed tokens
+  sampled.allowed_mask = &allow_1_and_3;
+  for (uint64_t step = 0; step < 200; ++step) {
+    sampled.step = step;
+    const int32_t t = sample({4.0f, 1.0f, 3.0f, 2.0f}, sampled);
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+  }
+}
+
+TEST(sampler_test, biases_add_to_logits_before_the_penalties) {
+  sampler_row r = greedy_row();
+  const int32_t ids[] = {0, 2};
+  const float up[] = {-2.5f, 1.0f};
+  r.bias_ids = ids;
+  r.bias_values = up;
+  r.num_biases = 2;
+  EXPECT_EQ(sample({2.0f, 0.0f, 0.5f}, r), 2);  // 2 - 2.5 < 0 < 0.5 + 1
+  const float ban[] = {-std::numeric_limits<float>::infinity(), 0.0f};
+  r.bias_values = ban;
+  EXPECT_EQ(sample({9.0f, 0.0f, -1.0f}, r), 1);
+  // vLLM's order: the bias first, then the repetition penalty on the sum
+  // (2 + 1 = 3 > 0 is divided: 1.5 < 1.6; penalizing first would give
+  // 2 / 2 + 1 = 2 > 1.6).
+  const int32_t seen[] = {0};
+  const float plus_one[] = {1.0f, 0.0f};
+  r.bias_values = plus_one;
+  r.repetition_penalty = 2.0f;
+  r.output_ids = seen;
+  r.num_output_ids = 1;
+  EXPECT_EQ(sample({2.0f, 1.6f, 0.0f}, r), 1);
+  // The logprobs stay those of the raw logits.
+  r.num_logprobs = 1;
+  const std::vector<float> logits = {2.0f, 1.6f, 0.0f};
+  EXPECT_FLOAT_EQ(sample_row(logits.data(), 3, r).logprobs.logprob,
+                  logprobs_of(logits.data(), 3, 1, 1).logprob);
+}
+
 // ---- sampled distributions ---------------------------------------------------
 
 TEST(sampler_test, plain_sampling_follows_softmax) {

@@ -54,8 +54,14 @@ TEST_F(server_errors, invalid_json_and_types) {
                                    {{"Content-Type", "text/plain"}}),
                          400, "BadRequestError")
                 .find("Content-Type"), std::string::npos);
-  // Unknown fields are ignored, as vLLM does.
-  EXPECT_EQ(post("/v1/completions", R"({"prompt":[1],"max_tokens":1,"no_such_field":[1,{}]})").status, 200);
+  // Unknown fields are refused, naming the field (and the nearest known
+  // one); OpenAI's optional hints are accepted.
+  EXPECT_EQ(expect_error(post("/v1/completions", R"({"prompt":[1],"max_tokens":1,"no_such_field":[1,{}]})"),
+                         400, "BadRequestError"),
+            "no_such_field: unknown field");
+  EXPECT_EQ(expect_error(post("/v1/completions", R"({"prompt":[1],"max_token":1})"), 400, "BadRequestError"),
+            "max_token: unknown field (did you mean 'max_tokens'?)");
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":[1],"max_tokens":1,"user":"u-1"})").status, 200);
 }
 
 TEST_F(server_errors, bad_sampling_values) {

@@ -183,5 +183,54 @@ TEST(server_text, echo_returns_prompt_and_its_logprobs_first) {
   EXPECT_EQ(streamed, text);
 }
 
+// lm-eval's log-likelihood request: echo with max_tokens 0 gives the prompt
+// and its logprobs, no completion token, finish_reason "length".
+TEST(server_text, echo_with_max_tokens_zero_returns_the_prompt_only) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  simdjson::dom::parser parser;
+  const std::string prompt = "The capital of France is Paris";
+  const http_result tok = http_call(server.port(), "POST", "/tokenize",
+                                    R"({"prompt":")" + prompt + R"("})");
+  ASSERT_EQ(tok.status, 200) << tok.body;
+  const int64_t prompt_tokens = int64_t(parser.parse(tok.body)["count"]);
+  const std::string body = R"({"prompt":")" + prompt +
+                           R"(","max_tokens":0,"temperature":0,"echo":true,"logprobs":1)";
+  for (const char* stream : {"", R"(,"stream":true,"stream_options":{"include_usage":true})"}) {
+    const http_result r = http_call(server.port(), "POST", "/v1/completions", body + stream + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    std::string text, finish;
+    int64_t lp_tokens = 0, completion_tokens = -1;
+    auto take = [&](simdjson::dom::element doc) {
+      simdjson::dom::array choices = doc["choices"];
+      if (choices.size() > 0) {
+        simdjson::dom::element c = choices.at(0);
+        text += std::string(std::string_view(c["text"]));
+        if (c["logprobs"].is_object()) lp_tokens += int64_t(c["logprobs"]["tokens"].get_array().size());
+        if (!c["finish_reason"].is_null()) finish = std::string(std::string_view(c["finish_reason"]));
+      }
+      simdjson::dom::element usage;
+      if (doc["usage"].get(usage) == simdjson::SUCCESS && !usage.is_null()) {
+        completion_tokens = int64_t(usage["completion_tokens"]);
+      }
+    };
+    if (*stream == '\0') {
+      take(parser.parse(r.body));
+    } else {
+      const auto events = sse_events(r.body);
+      ASSERT_TRUE(events.has_value()) << r.body;
+      for (size_t i = 0; i + 1 < events->size(); ++i) take(parser.parse((*events)[i]));
+    }
+    EXPECT_EQ(text, prompt) << stream;
+    EXPECT_EQ(lp_tokens, prompt_tokens) << stream;
+    EXPECT_EQ(finish, "length") << stream;
+    EXPECT_EQ(completion_tokens, 0) << stream;
+  }
+  // Without echo, max_tokens 0 is still a 400.
+  const http_result plain = http_call(server.port(), "POST", "/v1/completions",
+                                      R"({"prompt":"x","max_tokens":0})");
+  EXPECT_EQ(plain.status, 400) << plain.body;
+}
+
 }  // namespace
 }  // namespace troupe::testing

@@ -34,6 +34,29 @@ __device__ __forceinline__ bool has_penalties(const sample_params& p) {
          ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && p.num_output_ids > 0);
 }
 
+__device__ __forceinline__ bool has_processors(const sample_params& p) {
+  return p.mask_begin >= 0 || p.num_biases > 0;
+}
+
+// A token's logit after the logits processors: -inf outside the allowed
+// mask, else plus its bias (found by binary search over the sorted pairs).
+__device__ __forceinline__ float processed(const float* __restrict__ raw, int32_t token,
+                                           const sample_params& p, const int32_t* __restrict__ ids) {
+  if (p.mask_begin >= 0) {
+    const uint32_t word = static_cast<uint32_t>(ids[p.mask_begin + (token >> 5)]);
+    if (((word >> (token & 31)) & 1u) == 0) return -INFINITY;
+  }
+  float x = raw[token];
+  const int32_t* pairs = ids + p.bias_begin;
+  int lo = 0, hi = p.num_biases;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (pairs[2 * mid] < token) lo = mid + 1; else hi = mid;
+  }
+  if (lo < p.num_biases && pairs[2 * lo] == token) x = __fadd_rn(x, __int_as_float(pairs[2 * lo + 1]));
+  return x;
+}
+
 // Greedy: temperature < 1e-5, top_k 1 or a vocabulary of one.
 __device__ __forceinline__ bool greedy_row(const sample_params& p, int64_t vocab) {
   return p.temperature < sampling_eps || p.top_k == 1 || vocab == 1;
@@ -43,7 +66,7 @@ __device__ __forceinline__ bool greedy_row(const sample_params& p, int64_t vocab
 // greedy, or sampled with no filter (no top_k below the vocabulary, top_p
 // >= 1, min_p <= 0), without penalties, not forced.
 __device__ __forceinline__ bool fast_row(const sample_params& p, int64_t vocab) {
-  if (p.forced_token >= 0 || has_penalties(p)) return false;
+  if (p.forced_token >= 0 || has_penalties(p) || has_processors(p)) return false;
   return greedy_row(p, vocab) ||
          (!(p.top_k > 0 && p.top_k < vocab) && p.min_p <= 0.0f && p.top_p >= 1.0f);
 }
@@ -59,24 +82,44 @@ __device__ __forceinline__ u64 argmax_packed(const float* x, int64_t first, int6
   return best;
 }
 
-// out = the penalized copy of raw (apply_penalties of the CPU sampler).
-// Output counts are taken in place: each output token's slot of `out`
-// becomes a tagged counter (a NaN pattern), counted with atomics, then
-// replaced exactly once (compare-and-swap) by its final value.
+// out = the processed and penalized copy of raw (apply_processors, then
+// apply_penalties of the CPU sampler). A penalty starts from the token's
+// processed logit (recomputed by `processed`, so that writes stay
+// idempotent). Output counts are taken in place: each output token's slot
+// of `out` becomes a tagged counter (a NaN pattern), counted with atomics,
+// then replaced exactly once (compare-and-swap) by its final value.
 __device__ void penalize(const float* __restrict__ raw, int64_t vocab, const sample_params& p,
                          const int32_t* __restrict__ ids, float* out) {
   const int t = threadIdx.x;
-  for (int64_t i = t; i < vocab; i += sample_block_threads) out[i] = raw[i];
+  if (p.mask_begin >= 0) {
+    const int32_t* mask = ids + p.mask_begin;
+    for (int64_t i = t; i < vocab; i += sample_block_threads) {
+      const bool allowed = (static_cast<uint32_t>(mask[i >> 5]) >> (i & 31)) & 1u;
+      out[i] = allowed ? raw[i] : -INFINITY;
+    }
+  } else {
+    for (int64_t i = t; i < vocab; i += sample_block_threads) out[i] = raw[i];
+  }
   __syncthreads();
+  if (p.num_biases > 0) {  // unique tokens: one write each
+    const int32_t* pairs = ids + p.bias_begin;
+    for (int j = t; j < p.num_biases; j += sample_block_threads) {
+      out[pairs[2 * j]] = __fadd_rn(out[pairs[2 * j]], __int_as_float(pairs[2 * j + 1]));
+    }
+    __syncthreads();
+  }
+  if (!has_penalties(p)) return;
+  const bool processors = has_processors(p);
+  auto base = [&](int32_t token) { return processors ? processed(raw, token, p, ids) : raw[token]; };
   const int32_t* prompt = ids + p.prompt_begin;
   const int32_t* output = ids + p.output_begin;
   const bool repeat = p.repetition_penalty != 1.0f;
   if (repeat) {  // once per token however often it appears: idempotent writes
     for (int j = t; j < p.num_prompt_ids; j += sample_block_threads) {
-      out[prompt[j]] = repetition(raw[prompt[j]], p.repetition_penalty);
+      out[prompt[j]] = repetition(base(prompt[j]), p.repetition_penalty);
     }
     for (int j = t; j < p.num_output_ids; j += sample_block_threads) {
-      out[output[j]] = repetition(raw[output[j]], p.repetition_penalty);
+      out[output[j]] = repetition(base(output[j]), p.repetition_penalty);
     }
     __syncthreads();
   }
@@ -91,9 +134,9 @@ __device__ void penalize(const float* __restrict__ raw, int64_t vocab, const sam
     const uint32_t old = atomicAdd(&bits[token], 0u);
     if ((old & count_tag_mask) != count_tag) continue;  // another occurrence finished it
     const float count = static_cast<float>(old - count_tag);
-    const float base = repeat ? repetition(raw[token], p.repetition_penalty) : raw[token];
+    const float start = repeat ? repetition(base(token), p.repetition_penalty) : base(token);
     const float value = __fsub_rn(
-        base, __fadd_rn(__fmul_rn(p.frequency_penalty, count), p.presence_penalty));
+        start, __fadd_rn(__fmul_rn(p.frequency_penalty, count), p.presence_penalty));
     atomicCAS(&bits[token], old, __float_as_uint(value));
   }
   __syncthreads();
@@ -270,7 +313,7 @@ __device__ int32_t choose_token(const float* __restrict__ raw, int64_t vocab,
                                 const sample_params& p, const int32_t* __restrict__ ids,
                                 float* row_scratch, kernel_shared& sh) {
   const float* x = raw;
-  if (has_penalties(p)) {
+  if (has_penalties(p) || has_processors(p)) {
     penalize(raw, vocab, p, ids, row_scratch);
     x = row_scratch;
   }

@@ -4,8 +4,9 @@
 // rows.
 //
 // Per row, one CUDA block of 1024 threads:
+//   logits processors (the allowed-token mask, then the biases) and
 //   penalties (repetition over prompt + output ids, frequency and presence
-//   over output ids, bit-exact with the CPU's float arithmetic) into a
+//   over output ids), bit-exact with the CPU's float arithmetic, into a
 //   scratch copy of the row; greedy (temperature < 1e-5, or top_k == 1):
 //   argmax, lowest id on ties, one pass; sampled: min_p / top_k / top_p
 //   cuts found by radix select (no sort), usually over a short candidate
@@ -55,6 +56,13 @@ struct sample_params {
   int32_t num_prompt_ids = 0;
   int32_t output_begin = 0;
   int32_t num_output_ids = 0;  // < 2^22
+  // Logits processors (sampler_row's), also in the ids array: the allowed
+  // mask's ceil(vocab / 32) words at mask_begin (-1: none; bit t % 32 of
+  // word t / 32 allows token t), and num_biases (token, float bits of its
+  // bias) pairs at bias_begin, tokens ascending and unique.
+  int32_t mask_begin = -1;
+  int32_t bias_begin = 0;
+  int32_t num_biases = 0;
 };
 
 // What comes back per row (all fields written whenever `outputs` is given;
@@ -76,7 +84,7 @@ size_t sample_scratch_bytes(int64_t n, int64_t vocab);
 // params[i].logits_row) and is not modified. token_ids (n) and outputs (n)
 // may each be null.
 // REQUIRES: 1 <= vocab < 2^31; scratch holds sample_scratch_bytes(n, vocab);
-// penalty ids and forced tokens are in [0, vocab).
+// penalty ids, bias tokens and forced tokens are in [0, vocab).
 void sample(const float* logits, int64_t vocab, const sample_params* params,
             const int32_t* penalty_ids, int64_t n, void* scratch, int32_t* token_ids,
             sample_output* outputs, cudaStream_t stream);
