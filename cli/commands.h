@@ -15,6 +15,7 @@ int run_serve(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);  // cli/bench/
 int run_make_lora(const std::vector<std::string>& args);
 int run_worker(const std::vector<std::string>& args);  // a pipeline stage for a head
+int run_run_batch(const std::vector<std::string>& args);  // OpenAI batch files
 
 // Prints "troupe: error: <message>" to stderr.
 void print_error(const std::string& message);

@@ -34,6 +34,8 @@ constexpr const char* usage =
     "  make-lora  random PEFT LoRA adapters for a model (benchmarks; docs/lora.md):\n"
     "             troupe make-lora --model DIR --out DIR [--rank 16] [--alpha 32]\n"
     "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"
+    "  run-batch  OpenAI batch files through the engine (as vLLM's run-batch):\n"
+    "             troupe run-batch -i FILE.jsonl -o OUT.jsonl --model DIR [--<config-key> VALUE]...\n"
     "  version    print the version\n"
     "\n"
     "Every config key is also a --kebab-case flag; see docs/configuration.md.\n"
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   if (command == "bench") return troupe::run_bench(args);
   if (command == "make-lora") return troupe::run_make_lora(args);
   if (command == "worker") return troupe::run_worker(args);
+  if (command == "run-batch") return troupe::run_run_batch(args);
   troupe::print_error("unknown command '" + command + "'\n" + troupe::usage);
   return 2;
 }

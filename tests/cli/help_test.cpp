@@ -31,6 +31,7 @@ TEST(help_test, every_command_explains_itself_and_exits_zero) {
       {{"bench", "throughput"}, "usage: troupe bench throughput", {"--num-prompts VALUE"}, true},
       {{"bench", "latency"}, "usage: troupe bench latency", {"--batch-size VALUE"}, true},
       {{"bench"}, "usage: troupe bench", {"serve", "throughput", "latency"}, false},
+      {{"run-batch"}, "usage: troupe run-batch", {"--input-file VALUE", "--output-file VALUE"}, true},
       {{"version"}, "usage: troupe version", {}, false},
   };
   for (const help_case& c : cases) {
