@@ -16,6 +16,8 @@ int run_bench(const std::vector<std::string>& args);  // cli/bench/
 int run_make_lora(const std::vector<std::string>& args);
 int run_worker(const std::vector<std::string>& args);  // a pipeline stage for a head
 int run_run_batch(const std::vector<std::string>& args);  // OpenAI batch files
+int run_version(const std::vector<std::string>& args);
+int run_collect_env(const std::vector<std::string>& args);  // for bug reports
 
 // Prints "troupe: error: <message>" to stderr.
 void print_error(const std::string& message);

@@ -36,7 +36,8 @@ constexpr const char* usage =
     "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"
     "  run-batch  OpenAI batch files through the engine (as vLLM's run-batch):\n"
     "             troupe run-batch -i FILE.jsonl -o OUT.jsonl --model DIR [--<config-key> VALUE]...\n"
-    "  version    print the version\n"
+    "  version    the version, the commit and the build's backends (CUDA, NCCL) with what they find\n"
+    "  collect-env  what a bug report needs: OS, compiler, CPU, CUDA, driver, GPUs, libraries\n"
     "\n"
     "Every config key is also a --kebab-case flag; see docs/configuration.md.\n"
     "troupe <command> --help lists a command's flags and config keys with their defaults.\n";
@@ -55,14 +56,8 @@ int main(int argc, char** argv) {
   if (command == "generate") return troupe::run_generate(args);
   if (command == "tokenize") return troupe::run_tokenize(args);
   if (command == "detokenize") return troupe::run_detokenize(args);
-  if (command == "version" || command == "--version") {
-    if (!args.empty() && args[0] != "--help" && args[0] != "-h") {
-      troupe::print_error("version takes no arguments");
-      return 2;
-    }
-    std::printf("%s", args.empty() ? "troupe 0.1.0\n" : "usage: troupe version\nPrints the version.\n");
-    return 0;
-  }
+  if (command == "version" || command == "--version") return troupe::run_version(args);
+  if (command == "collect-env") return troupe::run_collect_env(args);
   if (command == "serve") return troupe::run_serve(args);
   if (command == "bench") return troupe::run_bench(args);
   if (command == "make-lora") return troupe::run_make_lora(args);

@@ -11,6 +11,11 @@
 
 namespace troupe {
 
+std::string cpu_backend_description() {
+  return std::string("OpenBLAS: ") + openblas_get_config() + "; OpenMP: " +
+         std::to_string(omp_get_max_threads()) + " threads";
+}
+
 tensor tensor::row_slice(int64_t begin, int64_t count) const {
   TROUPE_CHECK(begin >= 0 && begin + count <= rows);
   tensor t = *this;

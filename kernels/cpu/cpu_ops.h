@@ -4,11 +4,15 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/ops.h"
 
 namespace troupe {
+
+// "OpenBLAS: <its build config>; OpenMP: N threads" (troupe version).
+std::string cpu_backend_description();
 
 class cpu_ops final : public ops {
  public:

@@ -33,6 +33,7 @@ TEST(help_test, every_command_explains_itself_and_exits_zero) {
       {{"bench"}, "usage: troupe bench", {"serve", "throughput", "latency"}, false},
       {{"run-batch"}, "usage: troupe run-batch", {"--input-file VALUE", "--output-file VALUE"}, true},
       {{"version"}, "usage: troupe version", {}, false},
+      {{"collect-env"}, "usage: troupe collect-env", {}, false},
   };
   for (const help_case& c : cases) {
     for (const char* flag : {"--help", "-h"}) {
@@ -55,6 +56,23 @@ TEST(help_test, every_command_explains_itself_and_exits_zero) {
   const run_result top = run_troupe({"--help"});
   EXPECT_EQ(top.exit_code, 0);
   EXPECT_NE(top.out.find("<command> --help"), std::string::npos) << top.out;
+}
+
+// `troupe version` names the build's backends and what they find;
+// `troupe collect-env` the system, GPUs, libraries and environment.
+TEST(help_test, version_and_collect_env_describe_the_build_and_the_machine) {
+  const run_result v = run_troupe({"version"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(v.out.rfind("troupe 0.1.0 (commit ", 0), 0u) << v.out;
+  EXPECT_NE(v.out.find("cpu: float32 reference (OpenBLAS"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("  cuda: "), std::string::npos) << v.out;
+  EXPECT_EQ(run_troupe({"version", "extra"}).exit_code, 2);
+  const run_result e = run_troupe({"collect-env"});
+  EXPECT_EQ(e.exit_code, 0) << e.err;
+  for (const char* part : {"backends:", "system:", "  OS: ", "  compiler: ", "  CPU: ", "GPUs (nvidia-smi):",
+                           "libraries:", "  CAF 0.17.6", "environment:"}) {
+    EXPECT_NE(e.out.find(part), std::string::npos) << part << "\n" << e.out;
+  }
 }
 
 }  // namespace
