@@ -18,6 +18,8 @@ int run_worker(const std::vector<std::string>& args);  // a pipeline stage for a
 int run_run_batch(const std::vector<std::string>& args);  // OpenAI batch files
 int run_version(const std::vector<std::string>& args);
 int run_collect_env(const std::vector<std::string>& args);  // for bug reports
+int run_chat(const std::vector<std::string>& args);      // clients of a running server
+int run_complete(const std::vector<std::string>& args);
 
 // Prints "troupe: error: <message>" to stderr.
 void print_error(const std::string& message);

@@ -34,6 +34,9 @@ constexpr const char* usage =
     "  make-lora  random PEFT LoRA adapters for a model (benchmarks; docs/lora.md):\n"
     "             troupe make-lora --model DIR --out DIR [--rank 16] [--alpha 32]\n"
     "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"
+    "  chat       chat with a running server (history kept; streamed): troupe chat [--url URL]\n"
+    "                 [--model NAME] [--system-prompt S] [--quick MESSAGE]\n"
+    "  complete   complete prompts on a running server: troupe complete [--url URL] [--quick PROMPT]\n"
     "  run-batch  OpenAI batch files through the engine (as vLLM's run-batch):\n"
     "             troupe run-batch -i FILE.jsonl -o OUT.jsonl --model DIR [--<config-key> VALUE]...\n"
     "  version    the version, the commit and the build's backends (CUDA, NCCL) with what they find\n"
@@ -58,6 +61,8 @@ int main(int argc, char** argv) {
   if (command == "detokenize") return troupe::run_detokenize(args);
   if (command == "version" || command == "--version") return troupe::run_version(args);
   if (command == "collect-env") return troupe::run_collect_env(args);
+  if (command == "chat") return troupe::run_chat(args);
+  if (command == "complete") return troupe::run_complete(args);
   if (command == "serve") return troupe::run_serve(args);
   if (command == "bench") return troupe::run_bench(args);
   if (command == "make-lora") return troupe::run_make_lora(args);

@@ -204,6 +204,17 @@ void http_client::give_back(std::unique_ptr<beast::tcp_stream> s) { idle_.push_b
 simple_response http_fetch(const http_endpoint& ep, const std::string& method,
                            const std::string& target, const header_list& headers,
                            const std::string& body, std::chrono::seconds timeout) {
+  std::string collected;
+  simple_response out = http_stream(ep, method, target, headers, body, timeout,
+                                    [&](std::string_view bytes) { collected.append(bytes); });
+  out.body = std::move(collected);
+  return out;
+}
+
+simple_response http_stream(const http_endpoint& ep, const std::string& method,
+                            const std::string& target, const header_list& headers,
+                            const std::string& body, std::chrono::seconds timeout,
+                            const std::function<void(std::string_view)>& on_body) {
   asio::io_context ioc;
   http_client client(ioc, ep, timeout);
   simple_response out;
@@ -214,7 +225,7 @@ simple_response http_fetch(const http_endpoint& ep, const std::string& method,
   bool done = false;
   client.send(std::make_shared<const std::string>(build_request(ep, method, target, headers, body)),
               {[&](int status) { out.status = status; },
-               [&](std::string_view bytes, bench_clock::time_point) { out.body.append(bytes); },
+               [&](std::string_view bytes, bench_clock::time_point) { on_body(bytes); },
                [&](const std::string& err) {
                  out.error = err;
                  done = true;

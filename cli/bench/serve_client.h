@@ -88,6 +88,12 @@ struct simple_response {
 simple_response http_fetch(const http_endpoint& ep, const std::string& method,
                            const std::string& target, const header_list& headers,
                            const std::string& body, std::chrono::seconds timeout);
+// The same, handing each piece of the body to on_body as it arrives (the
+// response's body stays empty): streamed responses (`troupe chat`).
+simple_response http_stream(const http_endpoint& ep, const std::string& method,
+                            const std::string& target, const header_list& headers,
+                            const std::string& body, std::chrono::seconds timeout,
+                            const std::function<void(std::string_view)>& on_body);
 
 // Raises the soft limit on open files to the hard limit (one socket per
 // request in flight); returns the new soft limit.

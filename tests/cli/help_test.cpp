@@ -34,6 +34,8 @@ TEST(help_test, every_command_explains_itself_and_exits_zero) {
       {{"run-batch"}, "usage: troupe run-batch", {"--input-file VALUE", "--output-file VALUE"}, true},
       {{"version"}, "usage: troupe version", {}, false},
       {{"collect-env"}, "usage: troupe collect-env", {}, false},
+      {{"chat"}, "usage: troupe chat", {"--url VALUE", "(default: http://localhost:8000/v1)", "--system-prompt VALUE"}, false},
+      {{"complete"}, "usage: troupe complete", {"--quick VALUE"}, false},
   };
   for (const help_case& c : cases) {
     for (const char* flag : {"--help", "-h"}) {
