@@ -41,11 +41,16 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// Runs `troupe <args...>`.
-inline run_result run_troupe(const std::vector<std::string>& args) {
+// Runs `troupe <args...>`, with `input` on its stdin when given.
+inline run_result run_troupe(const std::vector<std::string>& args,
+                             const std::string* input = nullptr) {
   const temp_dir dir("run");
   std::string cmd = shell_quote(TROUPE_BINARY);
   for (const auto& a : args) cmd += " " + shell_quote(a);
+  if (input != nullptr) {
+    dir.write("in", *input);
+    cmd += " <" + shell_quote((dir / "in").string());
+  }
   cmd += " >" + shell_quote((dir / "out").string()) + " 2>" + shell_quote((dir / "err").string());
   const int status = std::system(cmd.c_str());
   run_result r;

@@ -13,28 +13,6 @@
 namespace troupe::testing {
 namespace {
 
-const std::string repo = std::string(TROUPE_TEST_DATA) + "/../..";
-
-std::vector<std::string> qwen3_args() {
-  return {"--config", repo + "/examples/deploy-qwen3-dummy-cpu.yaml", "--model",
-          repo + "/examples/models/qwen3-tiny-151k", "--tokenizer", repo + "/tests/data/tokenizers/qwen3"};
-}
-
-// `troupe <args>` with `input` on its stdin.
-run_result run_with_stdin(const std::vector<std::string>& args, const std::string& input) {
-  const temp_dir dir("client");
-  dir.write("in", input);
-  std::string cmd = shell_quote(TROUPE_BINARY);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " <" + shell_quote((dir / "in").string()) + " >" + shell_quote((dir / "out").string()) +
-         " 2>" + shell_quote((dir / "err").string());
-  const int status = std::system(cmd.c_str());
-  run_result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(dir / "out");
-  r.err = read_file(dir / "err");
-  return r;
-}
 
 // The prompt sizes of the chat requests in the server's log, in order.
 std::vector<int> chat_prompt_sizes(const std::string& log) {
@@ -47,7 +25,7 @@ std::vector<int> chat_prompt_sizes(const std::string& log) {
 }
 
 TEST(server_clients, chat_and_complete_stream_replies_and_keep_the_history) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/v1";
   const run_result quick = run_troupe({"chat", "--url", url, "--quick", "Hello", "--max-tokens", "6"});
@@ -57,9 +35,9 @@ TEST(server_clients, chat_and_complete_stream_replies_and_keep_the_history) {
   EXPECT_EQ(complete.exit_code, 0) << complete.err;
   EXPECT_GT(complete.out.size(), 1u);
   // Three messages, one conversation: every request carries the ones before.
-  const run_result talk = run_with_stdin({"chat", "--url", url, "--max-tokens", "4",
-                                          "--system-prompt", "Be brief."},
-                                         "Hi there\n\nWhat is new?\nBye\n");
+  const std::string lines = "Hi there\n\nWhat is new?\nBye\n";
+  const run_result talk = run_troupe({"chat", "--url", url, "--max-tokens", "4", "--system-prompt",
+                                      "Be brief."}, &lines);
   EXPECT_EQ(talk.exit_code, 0) << talk.err;
   EXPECT_NE(talk.err.find("model qwen3-tiny"), std::string::npos) << talk.err;
   EXPECT_EQ(std::count(talk.out.begin(), talk.out.end(), '\n'), 3) << talk.out;
@@ -74,7 +52,7 @@ TEST(server_clients, chat_and_complete_stream_replies_and_keep_the_history) {
 }
 
 TEST(server_clients, refusals_and_an_absent_server_are_errors) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/v1";
   const run_result too_long = run_troupe({"chat", "--url", url, "--quick", "x", "--max-tokens", "99999"});

@@ -11,13 +11,10 @@
 namespace troupe::testing {
 namespace {
 
-const std::string repo = std::string(TROUPE_TEST_DATA) + "/../..";
 constexpr int64_t eos = 151645;  // examples/models/qwen3-tiny-151k
 
 std::vector<std::string> qwen3_args(std::vector<std::string> more = {}) {
-  std::vector<std::string> args = {"--config", repo + "/examples/deploy-qwen3-dummy-cpu.yaml",
-                                   "--model", repo + "/examples/models/qwen3-tiny-151k",
-                                   "--tokenizer", repo + "/tests/data/tokenizers/qwen3"};
+  std::vector<std::string> args = default_cpu_args();
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }

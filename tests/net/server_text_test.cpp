@@ -11,17 +11,11 @@
 namespace troupe::testing {
 namespace {
 
-const std::string repo = std::string(TROUPE_TEST_DATA) + "/../..";
-
-std::vector<std::string> qwen3_args() {
-  return {"--config", repo + "/examples/deploy-qwen3-dummy-cpu.yaml", "--model",
-          repo + "/examples/models/qwen3-tiny-151k", "--tokenizer", repo + "/tests/data/tokenizers/qwen3"};
-}
 
 const char* messages = R"("messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}])";
 
 TEST(server_text, chat_usage_equals_token_counts) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   simdjson::dom::parser parser;
   const http_result tok = http_call(server.port(), "POST", "/tokenize", std::string("{") + messages + "}");
@@ -44,7 +38,7 @@ TEST(server_text, chat_usage_equals_token_counts) {
 }
 
 TEST(server_text, stop_string_ends_text_and_is_absent) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   simdjson::dom::parser parser;
   const std::string base = R"({"prompt":"The capital of France is","temperature":0,"ignore_eos":true,)";
@@ -79,7 +73,7 @@ TEST(server_text, stop_string_ends_text_and_is_absent) {
 }
 
 TEST(server_text, chat_stream_framing_matches_non_stream) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   simdjson::dom::parser parser;
   const std::string base = std::string(R"({"temperature":0,"max_tokens":10,"n":2,)") + messages;
@@ -124,7 +118,7 @@ TEST(server_text, chat_stream_framing_matches_non_stream) {
 }
 
 TEST(server_text, tokenize_detokenize_round_trip) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   simdjson::dom::parser parser;
   const http_result tok = http_call(server.port(), "POST", "/tokenize", R"({"prompt":"Hello world"})");
@@ -145,7 +139,7 @@ TEST(server_text, tokenize_detokenize_round_trip) {
 // prompt's tokens come first (the first without a logprob), then the
 // completion's; streamed, the first chunk carries the prompt.
 TEST(server_text, echo_returns_prompt_and_its_logprobs_first) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   simdjson::dom::parser parser;
   const std::string prompt = "Hello world, über alles";
@@ -186,7 +180,7 @@ TEST(server_text, echo_returns_prompt_and_its_logprobs_first) {
 // lm-eval's log-likelihood request: echo with max_tokens 0 gives the prompt
 // and its logprobs, no completion token, finish_reason "length".
 TEST(server_text, echo_with_max_tokens_zero_returns_the_prompt_only) {
-  server_process server(qwen3_args());
+  server_process server(default_cpu_args());
   ASSERT_NE(server.port(), 0) << server.log();
   simdjson::dom::parser parser;
   const std::string prompt = "The capital of France is Paris";
