@@ -344,7 +344,7 @@ struct worker_welcome {
 // `troupe worker` -> the rendezvous: its stage is loaded; its ranks'
 // worker actors (stage-major within the stage), or why it failed.
 // `num_blocks`: the KV blocks its memory plan allows (cuda; the head runs
-// every stage with the smallest), 0 when the limits fixed them.
+// every stage with the smallest), 0 on the cpu backend (the limits fix them).
 struct worker_ready {
   int32_t stage = -1;
   std::vector<caf::actor> ranks;

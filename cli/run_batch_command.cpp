@@ -190,6 +190,8 @@ int run_run_batch(const std::vector<std::string>& argv) {
   std::mt19937_64 rng(std::random_device{}());
   const auto window = static_cast<size_t>(std::max<int64_t>(1, (*eng)->limits().max_num_seqs));
   size_t next = 0, in_flight = 0, done = 0;
+  bool queue_full = false;  // a 503 while others ran: wait for one to finish
+  const std::string authorization = config.api_key.empty() ? "" : "Bearer " + config.api_key;
   auto finish = [&](size_t i, int status, const std::string& body) {
     results[i] = output_line((*lines)[i], status, body, rng);
     if (++done % 100 == 0 || done == total) {
@@ -197,13 +199,16 @@ int run_run_batch(const std::vector<std::string>& argv) {
     }
   };
   while (done < total) {
-    while (next < total && in_flight < window) {
+    while (next < total && in_flight < window && !queue_full) {
       const batch_line& l = (*lines)[next];
-      const http_request_view view{"POST", l.url, "", "application/json", l.body};
+      const http_request_view view{"POST", l.url, authorization, "application/json", l.body};
       route_result r = routes.handle(view);
       if (auto* reply = std::get_if<http_reply>(&r)) {
-        // The queue is full now (503 while others run): try again later.
-        if (reply->status == 503 && in_flight > 0) break;
+        // The queue is full now (503 while others run): again once one ends.
+        if (reply->status == 503 && in_flight > 0) {
+          queue_full = true;
+          break;
+        }
         finish(next++, reply->status, reply->body);
         continue;
       }
@@ -229,6 +234,7 @@ int run_run_batch(const std::vector<std::string>& argv) {
     gen.on_output(a.choice, a.out);
     if (!gen.done()) continue;
     --in_flight;
+    queue_full = false;
     if (gen.first_error().empty()) {
       finish(a.line, 200, gen.response_body());
     } else {

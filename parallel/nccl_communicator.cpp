@@ -67,6 +67,11 @@ result<std::unique_ptr<nccl_communicator>> nccl_communicator::create(
 std::string nccl_communicator::wait_done(const std::string& op) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
+    if (abort_requested_.load()) {  // abort() waits for mu_: give the group up now
+      const std::string why = op + ": the group was aborted while waiting";
+      abort_locked(why);
+      return why;
+    }
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
     if (r != ncclSuccess) state = r;
@@ -91,15 +96,17 @@ nccl_communicator::~nccl_communicator() {
   if (aborted_) return;  // ncclCommAbort freed it
   // A non-blocking communicator finalizes in the background: wait for it
   // (bounded; then the destroy frees what is local regardless).
-  if (ncclCommFinalize(comm_) == ncclInProgress) {
+  ncclResult_t state = ncclCommFinalize(comm_);
+  if (state == ncclInProgress) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    ncclResult_t state = ncclInProgress;
     while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
-  ncclCommDestroy(comm_);
+  // Not finalized (a peer gone, or too slow): abort frees it without them.
+  if (state == ncclSuccess) ncclCommDestroy(comm_);
+  else ncclCommAbort(comm_);
 }
 
 void nccl_communicator::check_open() const {
@@ -169,6 +176,7 @@ void nccl_communicator::recv(const tensor& x, int peer) {
 }
 
 void nccl_communicator::abort(const std::string& reason) {
+  abort_requested_ = true;  // a call polling NCCL under mu_ stops at once
   std::lock_guard<std::mutex> lock(mu_);
   abort_locked(reason);
 }

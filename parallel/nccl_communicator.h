@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -72,8 +73,10 @@ class nccl_communicator final : public communicator {
   // abort() may come from another thread (the worker group's, for a lost
   // peer) while this rank's thread issues calls: every call into NCCL and
   // the abort hold mu_, so ncclCommAbort never frees the communicator
-  // under a call (the calls only enqueue work: they return at once).
+  // under a call (the calls only enqueue work; one NCCL is still setting
+  // up is polled under mu_, and abort_requested_ ends that wait at once).
   std::mutex mu_;
+  std::atomic<bool> abort_requested_{false};
   bool aborted_ = false;
   std::string reason_;
 };

@@ -168,8 +168,18 @@ int token_budget_scheduler::max_steps_in_flight() const {
   return limits_.async_scheduling ? 2 : 1;
 }
 
+bool token_budget_scheduler::forks_in_play() const {
+  for (const request_ptr& r : running_) {
+    if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return true;
+  }
+  return false;
+}
+
 size_t token_budget_scheduler::running_per_step() const {
-  if (limits_.pipeline_depth <= 1) return running_.size();
+  // While forks or copy-on-write hold steps in lockstep (can_schedule_ahead)
+  // nothing rotates the micro-batches: every step takes everyone, so that
+  // no request waits behind the first ones.
+  if (limits_.pipeline_depth <= 1 || forks_in_play()) return running_.size();
   const auto depth = static_cast<size_t>(limits_.pipeline_depth);
   return (running_.size() + depth - 1) / depth;
 }
@@ -183,8 +193,8 @@ bool token_budget_scheduler::can_schedule_ahead() const {
   // token still out (planning around it would
   // run it every other step): lockstep for those. (Micro-batches never
   // plan a request whose tokens are out.)
+  if (forks_in_play()) return false;
   for (const request_ptr& r : running_) {
-    if (!r->children.empty() || r->fork_pending || r->may_copy_on_write) return false;
     if (limits_.pipeline_depth <= 1 && r->placeholders > 0 && !r->aborted &&
         needs_output_history(r->params)) {
       return false;

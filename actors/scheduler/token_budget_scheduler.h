@@ -258,6 +258,9 @@ class token_budget_scheduler {
   bool schedulable_ahead(const request_state& r) const;
   // Running requests one step may take (pipeline micro-batches), else all.
   size_t running_per_step() const;
+  // A running request has parked samples, a fork pending or a block it may
+  // copy on write (steps then run in lockstep).
+  bool forks_in_play() const;
 
   int64_t blocks_needed(const request_state& r, int64_t num_new_tokens) const;
   // Tokens a waiting request will find in the prefix cache because a sibling

@@ -36,6 +36,18 @@ void apply_processors(std::vector<float>& logits, const sampler_row& row) {
   }
 }
 
+// The processed row, or (when the processors ban every token: say
+// allowed_token_ids holds only EOS under min_tokens) the raw one: a position
+// always has a token to draw.
+void apply_processors_or_keep_raw(std::vector<float>& logits, const sampler_row& row) {
+  if (!has_logits_processors(row)) return;
+  std::vector<float> processed = logits;
+  apply_processors(processed, row);
+  const bool any = std::any_of(processed.begin(), processed.end(),
+                               [](float x) { return x > -std::numeric_limits<float>::infinity(); });
+  if (any) logits = std::move(processed);
+}
+
 void apply_penalties(std::vector<float>& logits, const sampler_row& row) {
   if (row.repetition_penalty != 1.0f) {
     std::vector<bool> seen(logits.size(), false);
@@ -160,7 +172,7 @@ sampler_candidate_set sampler_candidates(const float* logits, int64_t vocab,
                                          const sampler_row& row) {
   TROUPE_CHECK(vocab >= 1 && row.temperature >= sampling_eps);
   std::vector<float> work(logits, logits + vocab);
-  apply_processors(work, row);
+  apply_processors_or_keep_raw(work, row);
   apply_penalties(work, row);
   return candidates_of(work, row, true);
 }
@@ -189,7 +201,7 @@ token_logprobs logprobs_of(const float* logits, int64_t vocab, int32_t token_id,
 sample_result sample_row(const float* logits, int64_t vocab, const sampler_row& row) {
   TROUPE_CHECK(vocab >= 1);
   std::vector<float> work(logits, logits + vocab);
-  apply_processors(work, row);
+  apply_processors_or_keep_raw(work, row);
   apply_penalties(work, row);
   sample_result result;
   result.token_id =

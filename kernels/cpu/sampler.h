@@ -4,7 +4,8 @@
 //   before the logits processors, penalties and temperature);
 //   logits processors first (vLLM's order): tokens outside allowed_mask
 //   are banned (-inf), then each bias is added to its token's logit (a
-//   bias of -inf bans it);
+//   bias of -inf bans it); a row where they ban every token is sampled as
+//   if they were off (a position always has a token);
 //   penalties: repetition over prompt + output tokens (divide positive logits,
 //   multiply negative ones), frequency and presence over output tokens;
 //   temperature < 1e-5 is greedy (argmax, lowest id on ties); otherwise

@@ -126,7 +126,8 @@ const char* name(mode m) {
 // Row r's logits processors: every other row a mask allowing a random
 // third of the vocabulary (its best token not among them on every fourth
 // row); biases that ban the row's best token, raise its lowest (by 30 on
-// every third row, enough to make it the best; else by 8), and
+// every third row, enough to make it the best; else by 8; every eighth
+// row, from the sixth, bans it and allows nothing else: the fallback), and
 // lower a few by small amounts; every third row also penalized, its
 // output repeating the raised token.
 void add_processors(batch& b, int64_t r, sample_params& p, std::mt19937& rng) {
@@ -142,12 +143,17 @@ void add_processors(batch& b, int64_t r, sample_params& p, std::mt19937& rng) {
       if (rng() % 3 == 0 || t == low) mask[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
     }
     if (r % 4 == 0) mask[static_cast<size_t>(best / 32)] &= ~(1u << (best % 32));
+    if (r % 8 == 6) {  // only `low` allowed, and banned below: every token banned
+      std::fill(mask.begin(), mask.end(), 0u);
+      mask[static_cast<size_t>(low / 32)] |= 1u << (low % 32);
+    }
     p.mask_begin = static_cast<int32_t>(b.ids.size());
     for (uint32_t w : mask) b.ids.push_back(static_cast<int32_t>(w));
   }
   std::map<int32_t, float> biases;
   biases[best] = -std::numeric_limits<float>::infinity();
-  biases[low] = r % 3 == 1 ? 30.0f : 8.0f;  // the best on some rows
+  biases[low] = r % 8 == 6 ? -std::numeric_limits<float>::infinity()
+                           : r % 3 == 1 ? 30.0f : 8.0f;  // the best on some rows
   for (int j = 0; j < 5; ++j) biases[static_cast<int32_t>(rng() % vocab)] = -1.5f * float(j + 1);
   biases[best] = -std::numeric_limits<float>::infinity();
   b.bias_ids.resize(static_cast<size_t>(r + 1));

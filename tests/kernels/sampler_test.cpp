@@ -441,6 +441,28 @@ TEST(sampler_test, the_mask_bans_every_token_it_does_not_allow) {
   }
 }
 
+TEST(sampler_test, a_row_with_every_token_banned_is_sampled_unprocessed) {
+  sampler_row r = greedy_row();
+  const uint32_t allow_2 = 1u << 2;
+  const int32_t ids[] = {2};
+  const float ban[] = {-std::numeric_limits<float>::infinity()};
+  r.allowed_mask = &allow_2;
+  r.bias_ids = ids;
+  r.bias_values = ban;
+  r.num_biases = 1;
+  EXPECT_EQ(sample({1.0f, 3.0f, 2.0f}, r), 1);  // as without processors
+  sampler_row sampled;
+  sampled.allowed_mask = &allow_2;
+  sampled.bias_ids = ids;
+  sampled.bias_values = ban;
+  sampled.num_biases = 1;
+  for (uint64_t step = 0; step < 50; ++step) {
+    sampled.step = step;
+    const int32_t t = sample({1.0f, 3.0f, 2.0f}, sampled);
+    ASSERT_TRUE(t >= 0 && t < 3) << t;
+  }
+}
+
 TEST(sampler_test, biases_add_to_logits_before_the_penalties) {
   sampler_row r = greedy_row();
   const int32_t ids[] = {0, 2};

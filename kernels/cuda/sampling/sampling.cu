@@ -317,8 +317,25 @@ __device__ int32_t choose_token(const float* __restrict__ raw, int64_t vocab,
     penalize(raw, vocab, p, ids, row_scratch);
     x = row_scratch;
   }
-  const u64 thread_best = argmax_packed(x, threadIdx.x, vocab, sample_block_threads);
-  const u64 best = block_max_u64(thread_best, sh.reduce);
+  u64 thread_best = argmax_packed(x, threadIdx.x, vocab, sample_block_threads);
+  u64 best = block_max_u64(thread_best, sh.reduce);
+  if (has_processors(p) && x[packed_id(best)] == -INFINITY) {
+    // The processors ban every token: sampled as if they were off (the
+    // CPU's apply_processors_or_keep_raw), penalties included.
+    sample_params plain = p;
+    plain.mask_begin = -1;
+    plain.num_biases = 0;
+    x = raw;
+    if (has_penalties(plain)) {
+      __syncthreads();
+      penalize(raw, vocab, plain, ids, row_scratch);
+      x = row_scratch;
+    }
+    thread_best = argmax_packed(x, threadIdx.x, vocab, sample_block_threads);
+    best = block_max_u64(thread_best, sh.reduce);
+    if (greedy_row(plain, vocab)) return packed_id(best);
+    return sample_filtered(x, vocab, plain, thread_best, best, sh);
+  }
   if (greedy_row(p, vocab)) return packed_id(best);
   return sample_filtered(x, vocab, p, thread_best, best, sh);
 }
