@@ -212,6 +212,10 @@ int run_run_batch(const std::vector<std::string>& argv) {
         finish(next++, reply->status, reply->body);
         continue;
       }
+      if (!std::holds_alternative<prepared_generation>(r)) {  // not a generation route
+        finish(next++, 400, api_error_body(bad_request("url: not available in a batch", "url")));
+        continue;
+      }
       prepared_generation& g = std::get<prepared_generation>(r);
       if (g.ctx.stream) {
         finish(next++, 400, api_error_body(bad_request("stream: not available in a batch", "stream")));

@@ -17,6 +17,19 @@ lora_registry::~lora_registry() {
   }
   wake_.notify_all();
   if (loader_.joinable()) loader_.join();
+  for (add_job& job : adds_) job.done(make_error("the server is stopping"));
+}
+
+void lora_registry::start_loader_locked() {
+  if (!loader_.joinable()) loader_ = std::thread([this] { loader_loop(); });
+  wake_.notify_one();
+}
+
+void lora_registry::add_async(std::string name, std::filesystem::path path,
+                              std::function<void(result<int64_t>)> done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  adds_.push_back({std::move(name), std::move(path), std::move(done)});
+  start_loader_locked();
 }
 
 result<int64_t> lora_registry::add(const std::string& name, const std::filesystem::path& path) {
@@ -113,8 +126,7 @@ lora_registry::residency lora_registry::prefetch(int64_t id, std::string& error,
     if (!start_read) return residency::absent;
     e.loading = true;
     queue_.push_back(id);
-    if (!loader_.joinable()) loader_ = std::thread([this] { loader_loop(); });
-    wake_.notify_one();
+    start_loader_locked();
   }
   return residency::loading;
 }
@@ -122,8 +134,16 @@ lora_registry::residency lora_registry::prefetch(int64_t id, std::string& error,
 void lora_registry::loader_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    wake_.wait(lock, [this] { return stop_ || !queue_.empty() || !adds_.empty(); });
     if (stop_) return;
+    if (!adds_.empty()) {  // runtime loads first: a client waits for each
+      add_job job = std::move(adds_.front());
+      adds_.pop_front();
+      lock.unlock();
+      job.done(add(job.name, job.path));
+      lock.lock();
+      continue;
+    }
     const int64_t id = queue_.front();
     queue_.pop_front();
     auto it = by_id_.find(id);

@@ -62,6 +62,11 @@ class lora_registry {
   // Reads and checks the adapter at `path` (load_lora_adapter) and serves it
   // as `name`; its id. Error: the adapter's problems, or the name is taken.
   result<int64_t> add(const std::string& name, const std::filesystem::path& path);
+  // add() on the loader thread, `done` called there with its result (the
+  // runtime load route: no HTTP thread waits on the disk). Adds run in the
+  // order asked; one still queued when the registry stops gets an error.
+  void add_async(std::string name, std::filesystem::path path,
+                 std::function<void(result<int64_t>)> done);
   // Stops serving `name` (runtime unloading); its weights go when no
   // request holds it. Error: no adapter has this name (vLLM's message).
   status remove(const std::string& name);
@@ -126,7 +131,15 @@ class lora_registry {
   std::map<std::string, int64_t> by_name_;
   std::vector<int64_t> protected_;
   cache_counts counts_;
-  // The loader thread (started by the first prefetch that queues a read).
+  // The loader thread (started by the first prefetch that queues a read, or
+  // the first add_async).
+  struct add_job {
+    std::string name;
+    std::filesystem::path path;
+    std::function<void(result<int64_t>)> done;
+  };
+  void start_loader_locked();
+  std::deque<add_job> adds_;
   std::deque<int64_t> queue_;
   std::condition_variable wake_;
   bool stop_ = false;

@@ -5,8 +5,9 @@
 // lie inside one of lora_allowed_dirs once both are resolved (symlinks and
 // `..`, relative paths against the server's working directory); the
 // adapter is then read from the resolved path, so a link swapped after the
-// check cannot lead elsewhere. A refusal is a 400 and the server log says
-// why. Unloading takes the name away at once; requests still running with
+// check cannot lead elsewhere; the read runs on the LoRA registry's loader
+// thread, so the HTTP thread serves other connections meanwhile. A
+// refusal is a 400 and the server log says why. Unloading takes the name away at once; requests still running with
 // the adapter finish with it (lora_registry).
 #include <simdjson.h>
 
@@ -74,7 +75,7 @@ std::optional<fs::path> resolve_allowed(const std::string& path, const std::vect
 
 }  // namespace
 
-http_reply api_routes::load_lora(std::string_view body) const {
+route_result api_routes::load_lora(std::string_view body) const {
   const std::shared_ptr<lora_registry> loras = engine_.loras();
   auto parsed = parse_lora_request(body, true);
   if (auto* e = std::get_if<api_error>(&parsed)) return error_reply(*e);
@@ -91,13 +92,21 @@ http_reply api_routes::load_lora(std::string_view body) const {
     get_logger("lora")->warn("load_lora_adapter '{}' refused: {}", r.name, why);
     return error_reply(bad_request("lora_path: '" + r.path + "' is not inside lora_allowed_dirs", "lora_path"));
   }
-  auto added = loras->add(r.name, *path);
-  if (!added) {
-    get_logger("lora")->warn("load_lora_adapter '{}' failed: {}", r.name, added.error_message());
-    return error_reply(bad_request(added.error_message(), "lora_path"));
-  }
-  get_logger("lora")->info("loaded LoRA adapter '{}' from {} (id {})", r.name, path->string(), *added);
-  return http_reply{200, "text/plain", "Success: LoRA adapter '" + r.name + "' added successfully.", {}};
+  // The read and checks run on the registry's loader thread; the reply
+  // follows when they end.
+  deferred_reply later;
+  later.start = [loras, name = r.name, where = *path](std::function<void(http_reply)> reply) {
+    loras->add_async(name, where, [name, where, reply = std::move(reply)](result<int64_t> added) {
+      if (!added) {
+        get_logger("lora")->warn("load_lora_adapter '{}' failed: {}", name, added.error_message());
+        reply(error_reply(bad_request(added.error_message(), "lora_path")));
+        return;
+      }
+      get_logger("lora")->info("loaded LoRA adapter '{}' from {} (id {})", name, where.string(), *added);
+      reply(http_reply{200, "text/plain", "Success: LoRA adapter '" + name + "' added successfully.", {}});
+    });
+  };
+  return later;
 }
 
 http_reply api_routes::unload_lora(std::string_view body) const {

@@ -7,6 +7,7 @@
 // thread-safe).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +49,14 @@ struct prepared_generation {
   std::vector<prepared_choice> choices;
 };
 
-using route_result = std::variant<http_reply, prepared_generation>;
+// A reply that takes work off the HTTP thread (a runtime LoRA load reads
+// the adapter from disk): the session calls `start` with where the reply
+// goes; it may be called on another thread.
+struct deferred_reply {
+  std::function<void(std::function<void(http_reply)>)> start;
+};
+
+using route_result = std::variant<http_reply, prepared_generation, deferred_reply>;
 
 struct http_request_view {
   std::string_view method;
@@ -73,7 +81,7 @@ class api_routes {
   route_result completions(std::string_view body) const;
   route_result chat(std::string_view body) const;
   // Runtime LoRA adapters (net/lora_routes.cpp).
-  http_reply load_lora(std::string_view body) const;
+  route_result load_lora(std::string_view body) const;
   http_reply unload_lora(std::string_view body) const;
   std::optional<api_error> check_model(const std::string& name) const;
   // Admission counted in sequences (prompts x n) and prompt tokens: a request

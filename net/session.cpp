@@ -128,6 +128,16 @@ void http_session::handle_request() {
       header(http::field::content_type), req.body()};
   route_result result = shared_.routes.handle(view);
   if (auto* reply = std::get_if<http_reply>(&result)) return send_reply(std::move(*reply), keep_alive_);
+  if (auto* later = std::get_if<deferred_reply>(&result)) {
+    // The reply comes from another thread: back on the strand to send it.
+    auto self = shared_from_this();
+    later->start([self](http_reply reply) {
+      asio::post(self->stream_.get_executor(), [self, reply = std::move(reply)]() mutable {
+        self->send_reply(std::move(reply), self->keep_alive_);
+      });
+    });
+    return;
+  }
   start_generation(std::move(std::get<prepared_generation>(result)));
 }
 

@@ -6,6 +6,9 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "model/lora_registry.h"
 #include "tests/model/lora_fixtures.h"
@@ -36,6 +39,37 @@ TEST(lora_registry, ids_names_and_duplicates) {
   const auto list = reg.list();
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[1].name, "poet");
+}
+
+// Runtime loads on the loader thread: results in the order asked, a
+// taken name and an unreadable path as errors; the caller's thread never
+// reads the adapter.
+TEST(lora_registry, add_async_reports_each_load_on_the_loader_thread) {
+  lora_registry reg(base("tiny-llama"), 16);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> results;
+  auto record = [&](result<int64_t> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    results.push_back(r ? "id " + std::to_string(*r) : r.error_message());
+    cv.notify_all();
+  };
+  const auto caller = std::this_thread::get_id();
+  bool off_thread = true;
+  reg.add_async("sql", data("lora/tiny-llama-lora-sql"), [&](result<int64_t> r) {
+    off_thread = std::this_thread::get_id() != caller;
+    record(std::move(r));
+  });
+  reg.add_async("sql", data("lora/tiny-llama-lora-poet"), record);
+  reg.add_async("nowhere", "/nonexistent/adapter", record);
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return results.size() == 3; }));
+  EXPECT_TRUE(off_thread);
+  EXPECT_EQ(results[0], "id 1");
+  EXPECT_EQ(results[1], "LoRA adapter 'sql' is already loaded");
+  EXPECT_NE(results[2].find("/nonexistent/adapter"), std::string::npos) << results[2];
+  EXPECT_EQ(reg.id_of("sql"), 1);
+  EXPECT_EQ(reg.id_of("nowhere"), 0);
 }
 
 // Unloading: the name goes at once; the weights stay while a request
