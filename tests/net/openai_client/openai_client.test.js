@@ -561,6 +561,18 @@ describe('tiny-llama fixture (token ids)', () => {
     }
   });
 
+  it('best_of 1 (what vLLM\'s benchmark client sends) is accepted; best_of 2 is a 400', CASE, async () => {
+    const g = golden[0];
+    const r = await oai.completions.create({
+      model: MODEL, prompt: g.prompt_ids, max_tokens: g.greedy_ids.length, temperature: 0, ignore_eos: true,
+      best_of: 1,
+    });
+    assert.deepEqual(r.choices[0].token_ids, g.greedy_ids);
+    await assert.rejects(
+      oai.completions.create({ model: MODEL, prompt: g.prompt_ids, max_tokens: 2, best_of: 2 }),
+      (e) => e instanceof OpenAI.BadRequestError && /best_of/.test(e.message));
+  });
+
   it('several token-id prompts in one request, streamed, give the golden ids by index', CASE, async () => {
     const cases = golden.slice(0, 3);
     const chunks = await collect(await oai.completions.create({
