@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/bench/bench_flags.h"
 #include "cli/bench/serve_client.h"
 #include "cli/bench/sse.h"
 #include "cli/commands.h"
@@ -39,50 +40,34 @@ struct client_setup {
   int64_t max_tokens = -1;  // -1: the server's default
 };
 
-const std::vector<command_flag>& client_flags(bool chat) {
-  static const std::vector<command_flag> chat_flags = {
-      {"url", true, "http://localhost:8000/v1"}, {"model", true, "the first the server lists"},
-      {"system-prompt", true}, {"quick", true}, {"max-tokens", true, "the server's"},
-      {"api-key", true, "$OPENAI_API_KEY"}};
-  static const std::vector<command_flag> complete_flags = {
-      {"url", true, "http://localhost:8000/v1"}, {"model", true, "the first the server lists"},
-      {"quick", true}, {"max-tokens", true, "the server's"}, {"api-key", true, "$OPENAI_API_KEY"}};
-  return chat ? chat_flags : complete_flags;
+std::vector<bench::flag_spec> client_specs(bool chat) {
+  using bench::flag_kind;
+  std::vector<bench::flag_spec> specs = {
+      {"url", flag_kind::value, "http://localhost:8000/v1"},
+      {"model", flag_kind::value, ""},
+      {"quick", flag_kind::value, ""},
+      {"max-tokens", flag_kind::value, ""},
+      {"api-key", flag_kind::value, ""}};
+  if (chat) specs.push_back({"system-prompt", flag_kind::value, ""});
+  return specs;
 }
 
 result<client_setup> read_setup(const std::vector<std::string>& args, bool chat) {
+  auto flags = bench::parse_flags(args, client_specs(chat));
+  if (!flags) return std::move(flags).take_error();
   client_setup s;
-  std::string url = "http://localhost:8000/v1";
-  const char* key = std::getenv("OPENAI_API_KEY");
-  std::string api_key = key != nullptr ? key : "";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string name = a.rfind("--", 0) == 0 ? a.substr(2) : "";
-    std::string value;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    } else if (!name.empty() && i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return make_error("'" + a + "': expected --flag VALUE (troupe " +
-                        (chat ? "chat" : "complete") + " --help lists them)");
-    }
-    if (name == "url") url = value;
-    else if (name == "model") s.model = value;
-    else if (name == "system-prompt" && chat) s.system_prompt = value;
-    else if (name == "quick") { s.quick = value; s.has_quick = true; }
-    else if (name == "api-key") api_key = value;
-    else if (name == "max-tokens") {
-      char* end = nullptr;
-      s.max_tokens = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || s.max_tokens < 1) {
-        return make_error("--max-tokens: expected a positive integer, got '" + value + "'");
-      }
-    } else {
-      return make_error("unknown flag '--" + name + "'");
-    }
+  s.model = flags->get("model");
+  s.system_prompt = flags->get("system-prompt");
+  s.has_quick = flags->has("quick");
+  s.quick = flags->get("quick");
+  if (flags->has("max-tokens")) {
+    auto n = flags->get_int("max-tokens");
+    if (!n || *n < 1) return make_error("--max-tokens: expected a positive integer");
+    s.max_tokens = *n;
   }
+  const char* key = std::getenv("OPENAI_API_KEY");
+  const std::string api_key = flags->has("api-key") ? flags->get("api-key") : key != nullptr ? key : "";
+  const std::string url = flags->get("url");
   auto ep = bench::parse_base_url(url);
   if (!ep) return make_error("--url: " + ep.error_message());
   s.ep = std::move(ep.value());
@@ -167,18 +152,17 @@ std::string request_body(const client_setup& s, bool chat,
 
 int run_client(const std::vector<std::string>& args, bool chat) {
   const char* name = chat ? "chat" : "complete";
-  if (help_requested(args)) {
-    std::fputs(command_help(std::string("usage: troupe ") + name +
-                                " [--url URL] [--model NAME] [--quick TEXT] [options]\n" +
-                                (chat ? "Chats with a running server: each line of stdin is a "
-                                        "message, the history goes with it; the reply streams "
-                                        "to stdout."
-                                      : "Completes prompts on a running server: each line of "
-                                        "stdin is a prompt; the completion streams to stdout.") +
-                                "\n--quick TEXT sends one and exits (vLLM's `vllm " + name + "`).",
-                            client_flags(chat), false).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, std::string("usage: troupe ") + name +
+                            " [--url URL] [--model NAME] [--quick TEXT] [options]\n" +
+                            (chat ? "Chats with a running server: each line of stdin is a "
+                                    "message, the history goes with it; the reply streams "
+                                    "to stdout."
+                                  : "Completes prompts on a running server: each line of "
+                                    "stdin is a prompt; the completion streams to stdout.") +
+                            "\n--quick TEXT sends one and exits (vLLM's `vllm " + name + "`); "
+                            "--model defaults to the first\nthe server lists, --api-key to "
+                            "$OPENAI_API_KEY, --max-tokens to the server's default.",
+                        bench::as_command_flags(client_specs(chat)), false)) return 0;
   auto setup = read_setup(args, chat);
   if (!setup) return print_error(setup.error_message()), setup.error_message().find("cannot") == 0 ? 1 : 2;
   const client_setup& s = *setup;

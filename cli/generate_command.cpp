@@ -116,15 +116,12 @@ std::string prompt_text(size_t index, const std::vector<std::shared_ptr<collecti
 }  // namespace
 
 int run_generate(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::fputs(command_help("usage: troupe generate --model DIR [--config FILE] [options]\n"
-                            "Offline generation through the engine: (--prompt-ids 1,2,3 | --prompt "
-                            "TEXT | --prompts-file FILE.jsonl).\nA prompts file has one JSON object "
-                            "a line: {\"prompt_ids\": [...]} or {\"prompt\": \"...\"}, with any "
-                            "of the sampling flags' keys (docs/configuration.md).",
-                            generate_flags(), true).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, "usage: troupe generate --model DIR [--config FILE] [options]\n"
+                        "Offline generation through the engine: (--prompt-ids 1,2,3 | --prompt "
+                        "TEXT | --prompts-file FILE.jsonl).\nA prompts file has one JSON object "
+                        "a line: {\"prompt_ids\": [...]} or {\"prompt\": \"...\"}, with any "
+                        "of the sampling flags' keys (docs/configuration.md).",
+                        generate_flags(), true)) return 0;
   auto parsed = parse_args(args, generate_flags());
   if (!parsed) {
     print_error(parsed.error_message());

@@ -1,6 +1,7 @@
 #include "cli/help.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace troupe {
 
@@ -17,13 +18,6 @@ void add_line(std::string& out, const std::string& name, bool takes_value,
   else if (default_value.empty()) out += "(default: none)";
   else out += "(default: " + default_value + ")";
   out += "\n";
-}
-
-}  // namespace
-
-bool help_requested(const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(),
-                     [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
 std::string command_help(const std::string& usage, const std::vector<command_flag>& flags,
@@ -45,6 +39,16 @@ std::string command_help(const std::string& usage, const std::vector<command_fla
     add_line(out, flag, true, value);
   }
   return out;
+}
+
+}  // namespace
+
+bool show_help(const std::vector<std::string>& args, const std::string& usage,
+               const std::vector<command_flag>& flags, bool config_keys) {
+  const bool asked = std::any_of(args.begin(), args.end(),
+                                 [](const std::string& a) { return a == "--help" || a == "-h"; });
+  if (asked) std::fputs(command_help(usage, flags, config_keys).c_str(), stdout);
+  return asked;
 }
 
 }  // namespace troupe

@@ -12,12 +12,10 @@
 
 namespace troupe {
 
-// Whether --help or -h is among the arguments.
-bool help_requested(const std::vector<std::string>& args);
-
-// `usage` (first lines, as written), then the flags, then the config keys
-// when `config_keys`.
-std::string command_help(const std::string& usage, const std::vector<command_flag>& flags,
-                         bool config_keys);
+// When --help or -h is among `args`: prints `usage` (first lines, as
+// written), the flags, and the config keys when `config_keys`, on stdout,
+// and returns true (the command then exits 0).
+bool show_help(const std::vector<std::string>& args, const std::string& usage,
+               const std::vector<command_flag>& flags, bool config_keys);
 
 }  // namespace troupe

@@ -24,13 +24,12 @@ int run_make_lora(const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags = {{"rank", "16"}, {"alpha", "32"}, {"targets", "all"},
                                               {"seed", "0"},  {"dtype", "bfloat16"}, {"count", "1"},
                                               {"b-scale", "0.01"}};
-  if (help_requested(args)) {
-    std::vector<command_flag> listed = {{"model", true}, {"out", true}};
-    for (const auto& [name, value] : flags) listed.push_back({name, true, value});
-    std::fputs(command_help(std::string("usage: troupe ") + usage +
-                                "\nRandom PEFT LoRA adapters for a model's configuration "
-                                "(docs/lora.md); --count N writes OUT/lora-0 .. OUT/lora-(N-1).",
-                            listed, false).c_str(), stdout);
+  std::vector<command_flag> listed = {{"model", true}, {"out", true}};
+  for (const auto& [name, value] : flags) listed.push_back({name, true, value});
+  if (show_help(args, std::string("usage: troupe ") + usage +
+                          "\nRandom PEFT LoRA adapters for a model's configuration "
+                          "(docs/lora.md); --count N writes OUT/lora-0 .. OUT/lora-(N-1).",
+                listed, false)) {
     return 0;
   }
   for (size_t i = 0; i < args.size(); ++i) {

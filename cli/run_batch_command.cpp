@@ -158,15 +158,12 @@ std::vector<std::string> expand_short_flags(std::vector<std::string> args) {
 
 int run_run_batch(const std::vector<std::string>& argv) {
   const std::vector<command_flag> flags = {{"input-file", true}, {"output-file", true}};
-  if (help_requested(argv)) {
-    std::fputs(command_help("usage: troupe run-batch -i FILE.jsonl -o OUT.jsonl --model DIR "
-                            "[--config FILE] [options]\n"
-                            "OpenAI's Batch API file format through the engine, as vLLM's "
-                            "run-batch (docs/server.md); -i and -o are\n--input-file and "
-                            "--output-file.",
-                            flags, true).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(argv, "usage: troupe run-batch -i FILE.jsonl -o OUT.jsonl --model DIR "
+                        "[--config FILE] [options]\n"
+                        "OpenAI's Batch API file format through the engine, as vLLM's "
+                        "run-batch (docs/server.md); -i and -o are\n--input-file and "
+                        "--output-file.",
+                        flags, true)) return 0;
   auto parsed = parse_args(expand_short_flags(argv), flags);
   if (!parsed) return print_error(parsed.error_message()), 2;
   std::string input, output;

@@ -33,14 +33,11 @@ double visible_gpu_gib() {
 int run_serve(const std::vector<std::string>& args) {
   const std::vector<command_flag> flags = {{"dry-run", false},
                                            {"gpu-memory-gib", true, "device 0's memory"}};
-  if (help_requested(args)) {
-    std::fputs(command_help("usage: troupe serve --model DIR [--config FILE] [options]\n"
-                            "The OpenAI-compatible HTTP server (docs/server.md). --dry-run prints "
-                            "every rank's memory plan\n(on GPUs of --gpu-memory-gib) without "
-                            "loading anything.",
-                            flags, true).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, "usage: troupe serve --model DIR [--config FILE] [options]\n"
+                        "The OpenAI-compatible HTTP server (docs/server.md). --dry-run prints "
+                        "every rank's memory plan\n(on GPUs of --gpu-memory-gib) without "
+                        "loading anything.",
+                        flags, true)) return 0;
   auto parsed = parse_args(args, flags);
   if (!parsed) {
     print_error(parsed.error_message());

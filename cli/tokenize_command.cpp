@@ -75,13 +75,10 @@ result<std::string> tokenize_input(const parsed_args& args, const tokenizer& tok
 int run_tokenize(const std::vector<std::string>& argv) {
   const std::vector<command_flag> flags = {{"text", true}, {"chat", true}, {"add-generation-prompt", false},
                                            {"add-special-tokens", false}, {"json", false}};
-  if (help_requested(argv)) {
-    std::fputs(command_help("usage: troupe tokenize --tokenizer DIR (--text S | --chat FILE.json "
-                            "[--add-generation-prompt]) [--add-special-tokens] [--json]\n"
-                            "--tokenizer defaults to --model; --json prints {\"ids\":[...],\"text\":\"...\"}.",
-                            flags, false).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(argv, "usage: troupe tokenize --tokenizer DIR (--text S | --chat FILE.json "
+                        "[--add-generation-prompt]) [--add-special-tokens] [--json]\n"
+                        "--tokenizer defaults to --model; --json prints {\"ids\":[...],\"text\":\"...\"}.",
+                        flags, false)) return 0;
   auto args = parse_args(argv, flags);
   if (!args) {
     print_error(args.error_message());
@@ -114,12 +111,9 @@ int run_tokenize(const std::vector<std::string>& argv) {
 
 int run_detokenize(const std::vector<std::string>& argv) {
   const std::vector<command_flag> flags = {{"ids", true}, {"skip-special-tokens", false}, {"json", false}};
-  if (help_requested(argv)) {
-    std::fputs(command_help("usage: troupe detokenize --tokenizer DIR --ids 1,2,3 "
-                            "[--skip-special-tokens] [--json]",
-                            flags, false).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(argv, "usage: troupe detokenize --tokenizer DIR --ids 1,2,3 "
+                        "[--skip-special-tokens] [--json]",
+                        flags, false)) return 0;
   auto args = parse_args(argv, flags);
   if (!args) {
     print_error(args.error_message());

@@ -66,25 +66,19 @@ void print_versions() {
 }  // namespace
 
 int run_version(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::fputs(command_help("usage: troupe version\nThe version, the commit and the build's "
-                            "backends (CPU; CUDA with its version and the devices it finds; NCCL).",
-                            {}, false).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, "usage: troupe version\nThe version, the commit and the build's "
+                        "backends (CPU; CUDA with its version and the devices it finds; NCCL).",
+                        {}, false)) return 0;
   if (!args.empty()) return print_error("version takes no arguments"), 2;
   print_versions();
   return 0;
 }
 
 int run_collect_env(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::fputs(command_help("usage: troupe collect-env\nWhat a bug report needs (as vLLM's "
-                            "collect_env): OS, compiler, CPU, memory, CUDA, driver, GPUs and\n"
-                            "their topology, library versions, relevant environment variables.",
-                            {}, false).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, "usage: troupe collect-env\nWhat a bug report needs (as vLLM's "
+                        "collect_env): OS, compiler, CPU, memory, CUDA, driver, GPUs and\n"
+                        "their topology, library versions, relevant environment variables.",
+                        {}, false)) return 0;
   if (!args.empty()) return print_error("collect-env takes no arguments"), 2;
   print_versions();
   utsname u{};

@@ -22,13 +22,10 @@ namespace troupe {
 int run_worker(const std::vector<std::string>& args) {
   const std::vector<command_flag> flags = {{"connect", true},
                                            {"rank-offset", true, "the head picks a stage"}};
-  if (help_requested(args)) {
-    std::fputs(command_help("usage: troupe worker --connect HOST:PORT [--rank-offset R] --model DIR "
-                            "[head's flags]\nOne pipeline stage for the head at HOST:PORT "
-                            "(docs/parallelism.md); give it the head's model and config flags.",
-                            flags, true).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, "usage: troupe worker --connect HOST:PORT [--rank-offset R] --model DIR "
+                        "[head's flags]\nOne pipeline stage for the head at HOST:PORT "
+                        "(docs/parallelism.md); give it the head's model and config flags.",
+                        flags, true)) return 0;
   auto parsed = parse_args(args, flags);
   if (!parsed) {
     print_error(parsed.error_message());

@@ -101,10 +101,9 @@ double prefix_cache_hit_rate(const engine_stats& s) {
 offline_setup start_offline(const std::vector<std::string>& args, const std::vector<flag_spec>& specs,
                             const char* command) {
   offline_setup s;
-  if (help_requested(args)) {
-    std::fputs(command_help(std::string("usage: troupe bench ") + command +
-                                " --model DIR [--config FILE] [options]   (docs/bench.md)",
-                            as_command_flags(specs), true).c_str(), stdout);
+  if (show_help(args, std::string("usage: troupe bench ") + command +
+                          " --model DIR [--config FILE] [options]   (docs/bench.md)",
+                as_command_flags(specs), true)) {
     s.exit_code = -1;  // done: exit 0
     return s;
   }

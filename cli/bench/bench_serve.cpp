@@ -343,13 +343,10 @@ void warm_up(const serve_setup& s, const token_source& src) {
 }  // namespace
 
 int run_bench_serve(const std::vector<std::string>& args) {
-  if (help_requested(args)) {
-    std::fputs(command_help("usage: troupe bench serve [options]   (docs/bench.md)\n"
-                            "Loads an OpenAI-compatible server over HTTP (streaming), as vLLM's "
-                            "benchmark_serving.py.",
-                            as_command_flags(serve_specs()), false).c_str(), stdout);
-    return 0;
-  }
+  if (show_help(args, "usage: troupe bench serve [options]   (docs/bench.md)\n"
+                        "Loads an OpenAI-compatible server over HTTP (streaming), as vLLM's "
+                        "benchmark_serving.py.",
+                        as_command_flags(serve_specs()), false)) return 0;
   auto flags = parse_flags(args, serve_specs());
   if (!flags) return print_error(flags.error_message()), 2;
   auto setup = read_setup(*flags);
