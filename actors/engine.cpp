@@ -232,7 +232,13 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
       limits->num_blocks - 1, limits->block_size, (limits->num_blocks - 1) * limits->block_size,
       double(limits->num_blocks * limits->kv_bytes_per_block) / gib, limits->max_model_len,
       double((limits->num_blocks - 1) * limits->block_size) / double(limits->max_model_len));
-  for (auto& runner : runners.value()) runner->set_lora_registry(loras);
+  // Structured outputs' token masks are made of the tokens' bytes.
+  std::shared_ptr<const grammar::token_vocabulary> vocab;
+  if (tok != nullptr) vocab = grammar::token_vocabulary::of(*tok, model->vocab_size);
+  for (auto& runner : runners.value()) {
+    runner->set_lora_registry(loras);
+    runner->set_token_vocabulary(vocab);
+  }
   p->loras = loras;
   p->model = *model;
   p->limits = *limits;

@@ -20,6 +20,7 @@
 #include "config/engine_config.h"
 #include "model/lora_registry.h"
 #include "model/model_config.h"
+#include "grammar/vocabulary.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace troupe {

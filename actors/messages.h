@@ -354,13 +354,18 @@ struct worker_ready {
 };
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_constraint& x) {
+  return f(caf::meta::type_name("output_constraint"), x.kind, x.text, x.choices, x.any_whitespace,
+           x.strict);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("sampling_params"), x.n, x.temperature, x.top_p, x.top_k,
            x.min_p, x.presence_penalty, x.frequency_penalty, x.repetition_penalty, x.has_seed,
            x.seed, x.max_tokens, x.ignore_eos, x.stop_token_ids, x.stop,
            x.include_stop_str_in_output, x.skip_special_tokens, x.logprobs, x.prompt_logprobs,
            x.priority, x.lora_id, x.logit_bias, x.min_tokens, x.bad_words_ids,
-           x.allowed_token_ids);
+           x.allowed_token_ids, x.structured);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_logprobs& x) {

@@ -1,5 +1,7 @@
 #include "actors/sampling_params.h"
 
+#include "grammar/constraint_cache.h"
+
 #include <cmath>
 #include <sstream>
 
@@ -64,6 +66,10 @@ std::string validate_sampling_params(const sampling_params& p, int64_t vocab_siz
     if (id < 0 || id >= vocab_size) {
       return bad("allowed_token_ids", id, "is not a token id of this model");
     }
+  }
+  if (is_constrained(p.structured)) {
+    auto compiled = grammar::compile_constraint(p.structured);
+    if (!compiled) return "structured output: " + compiled.error_message();
   }
   return "";
 }

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/constraint.h"
+
 namespace troupe {
 
 struct sampling_params {
@@ -40,6 +42,10 @@ struct sampling_params {
   int32_t min_tokens = 0;
   std::vector<std::vector<int32_t>> bad_words_ids;
   std::vector<int32_t> allowed_token_ids;
+  // Structured outputs: the output is a string of this grammar (JSON
+  // Schema, regex, choice, EBNF); tokens it refuses are masked, and EOS
+  // only where it may end (docs/structured_outputs.md).
+  output_constraint structured;
   // Request-level, not sampling: under scheduling_policy priority, lower
   // values are scheduled first and preempted last (vLLM's meaning).
   int64_t priority = 0;
@@ -54,10 +60,11 @@ inline bool has_penalties(const sampling_params& p) {
 }
 
 // Whether the sampler needs the request's output so far on the host (the
-// penalties count it; a bad word of several tokens looks at its end), so
+// penalties count it; a bad word of several tokens looks at its end; a
+// constraint's matcher reads each token), so
 // that a step cannot be planned before the previous one's token is known.
 inline bool needs_output_history(const sampling_params& p) {
-  if (has_penalties(p)) return true;
+  if (has_penalties(p) || is_constrained(p.structured)) return true;
   for (const auto& w : p.bad_words_ids) {
     if (w.size() > 1) return true;
   }

@@ -106,6 +106,12 @@ struct engine_config {
   // (runtime loading refuses every path; vLLM has no such guard).
   std::vector<std::string> lora_allowed_dirs;
 
+  // Structured outputs (docs/structured_outputs.md): JSON constraints in
+  // the compact form (no whitespace between tokens) rather than allowing
+  // JSON's whitespace (vLLM's structured_outputs_config
+  // disable_any_whitespace).
+  bool structured_outputs_disable_any_whitespace = false;
+
   // Not a configuration key: what the command runs the engine for. Offline
   // commands (generate, bench throughput/latency) get vLLM's larger token
   // budget by default.

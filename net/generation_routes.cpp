@@ -96,6 +96,10 @@ std::optional<api_error> api_routes::finish_params(const std::string& model, gen
     }
     r.params.bad_words_ids = bad_words_ids(*tok_, r.bad_words);
   }
+  if (is_constrained(r.params.structured)) {
+    if (!structured_refusal_.empty()) return bad_request(structured_refusal_);
+    r.params.structured.any_whitespace = r.params.structured.any_whitespace && any_whitespace_;
+  }
   const std::string problem = validate_sampling_params(r.params, vocab);
   if (!problem.empty()) return bad_request(problem);
   return check_admission(prompts, r.params.n);

@@ -1,6 +1,8 @@
 #include "net/openai_request.h"
 
 #include "common/nearest_name.h"
+#include "net/field_reader.h"
+#include "net/structured_request.h"
 
 #include <simdjson.h>
 
@@ -16,142 +18,6 @@ namespace troupe {
 
 namespace {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-using simdjson::dom::object;
-using maybe_error = std::optional<api_error>;
-
-api_error type_error(std::string_view key, std::string_view expected) {
-  return bad_request(std::string(key) + ": expected " + std::string(expected), std::string(key));
-}
-
-api_error out_of_range(std::string_view key, const std::string& value) {
-  return bad_request(std::string(key) + ": " + value + " is out of range", std::string(key));
-}
-
-std::string format_double(double d) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", d);
-  return text;
-}
-
-// REQUIRES: x.is_int64(). An id beyond int32_t is out of range, not wrapped
-// (2^32 + 1 must not become token 1).
-maybe_error push_token_id(std::string_view key, element x, std::vector<int32_t>& out) {
-  const int64_t id = int64_t(x);
-  if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
-    return out_of_range(key, "token id " + std::to_string(id));
-  }
-  out.push_back(static_cast<int32_t>(id));
-  return std::nullopt;
-}
-
-// Reads optional fields of one JSON object; absent or null leaves the target
-// unchanged. A key given twice takes its last value, for every field (as
-// Python's json and so vLLM do).
-class field_reader {
- public:
-  explicit field_reader(object obj) {
-    for (auto [key, value] : obj) {
-      if (fields_.count(key) == 0) order_.push_back(key);
-      fields_[key] = value;  // later duplicates replace earlier
-    }
-  }
-
-  // The first key not in `known` (in the body's order), or "".
-  std::string first_unknown(const std::vector<std::string_view>& known) const {
-    for (const auto& key : order_) {
-      if (std::find(known.begin(), known.end(), key) == known.end()) return std::string(key);
-    }
-    return "";
-  }
-
-  bool has(std::string_view key) const {
-    element e;
-    return get(key, e);
-  }
-  bool get(std::string_view key, element& e) const {
-    auto it = fields_.find(key);
-    if (it == fields_.end() || it->second.is_null()) return false;
-    e = it->second;
-    return true;
-  }
-
-  maybe_error read_int(std::string_view key, int64_t& out) const {
-    element e;
-    if (!get(key, e)) return std::nullopt;
-    if (e.is_int64()) { out = int64_t(e); return std::nullopt; }
-    if (e.is_uint64()) return out_of_range(key, std::to_string(uint64_t(e)));
-    if (e.is_double()) {  // 16.0 is accepted as 16, as pydantic does
-      const double d = double(e);
-      if (d == std::trunc(d)) {
-        // Casting a double outside [-2^63, 2^63) to int64_t is undefined.
-        if (d < -0x1p63 || d >= 0x1p63) return out_of_range(key, format_double(d));
-        out = static_cast<int64_t>(d);
-        return std::nullopt;
-      }
-    }
-    return type_error(key, "an integer");
-  }
-  template <class I>
-  maybe_error read_small_int(std::string_view key, I& out) const {
-    int64_t v = out;
-    if (auto e = read_int(key, v)) return e;
-    if (v < std::numeric_limits<I>::min() || v > std::numeric_limits<I>::max()) {
-      return out_of_range(key, std::to_string(v));
-    }
-    out = static_cast<I>(v);
-    return std::nullopt;
-  }
-  maybe_error read_float(std::string_view key, float& out) const {
-    element e;
-    if (!get(key, e)) return std::nullopt;
-    if (!e.is_number()) return type_error(key, "a number");
-    out = static_cast<float>(double(e));
-    return std::nullopt;
-  }
-  maybe_error read_bool(std::string_view key, bool& out) const {
-    element e;
-    if (!get(key, e)) return std::nullopt;
-    if (!e.is_bool()) return type_error(key, "a boolean");
-    out = bool(e);
-    return std::nullopt;
-  }
-  maybe_error read_string(std::string_view key, std::string& out) const {
-    element e;
-    if (!get(key, e)) return std::nullopt;
-    if (!e.is_string()) return type_error(key, "a string");
-    out = std::string(std::string_view(e));
-    return std::nullopt;
-  }
-  maybe_error read_ids(std::string_view key, std::vector<int32_t>& out) const {
-    element e;
-    if (!get(key, e)) return std::nullopt;
-    if (!e.is_array()) return type_error(key, "a list of integers");
-    for (element x : e.get_array()) {
-      if (!x.is_int64()) return type_error(key, "a list of integers");
-      if (auto err = push_token_id(key, x, out)) return err;
-    }
-    return std::nullopt;
-  }
-  // A string or a list of strings.
-  maybe_error read_strings(std::string_view key, std::vector<std::string>& out) const {
-    element e;
-    if (!get(key, e)) return std::nullopt;
-    if (e.is_string()) { out.emplace_back(std::string_view(e)); return std::nullopt; }
-    if (!e.is_array()) return type_error(key, "a string or a list of strings");
-    for (element x : e.get_array()) {
-      if (!x.is_string()) return type_error(key, "a string or a list of strings");
-      out.emplace_back(std::string_view(x));
-    }
-    return std::nullopt;
-  }
-
- private:
-  std::unordered_map<std::string_view, element> fields_;  // views into the parsed document
-  std::vector<std::string_view> order_;                    // keys in the body's order
-};
-
 // The fields both generation routes read (read_generation).
 constexpr std::string_view generation_fields[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop",
@@ -164,6 +30,7 @@ constexpr std::string_view generation_fields[] = {
 // name when one is close), rather than a request quietly run otherwise.
 maybe_error reject_unknown(const field_reader& f, std::initializer_list<std::string_view> route_fields) {
   std::vector<std::string_view> known(std::begin(generation_fields), std::end(generation_fields));
+  known.insert(known.end(), std::begin(structured_output_fields), std::end(structured_output_fields));
   known.insert(known.end(), route_fields);
   const std::string key = f.first_unknown(known);
   if (key.empty()) return std::nullopt;
@@ -270,6 +137,7 @@ maybe_error read_generation(const field_reader& f, generation_request& r) {
     return bad_request("allowed_token_ids: must not be empty", "allowed_token_ids");
   }
   if (auto e = read_best_of(f, p.n)) return e;
+  if (auto e = read_structured_outputs(f, p.structured)) return e;
   if (f.has("prompt_logprobs") && p.prompt_logprobs < 0) {
     return bad_request("prompt_logprobs: must be a non-negative integer, got " +
                        std::to_string(p.prompt_logprobs), "prompt_logprobs");
@@ -349,7 +217,7 @@ parse_result<completion_request> parse_completion_request(std::string_view body)
   if (r.echo && r.common.params.logprobs >= 0) {
     r.common.params.prompt_logprobs = std::max(r.common.params.prompt_logprobs, r.common.params.logprobs);
   }
-  if (auto e = reject_unsupported(f, {"suffix", "response_format"})) return *e;
+  if (auto e = reject_unsupported(f, {"suffix"})) return *e;
   if (auto e = reject_unknown(f, {"prompt", "logprobs", "echo"})) return *e;
   return r;
 }
@@ -359,7 +227,7 @@ parse_result<chat_request> parse_chat_request(std::string_view body) {
   if (auto* e = std::get_if<api_error>(&obj)) return *e;
   const field_reader f(std::get<object>(obj));
   chat_request r;
-  if (auto e = reject_unsupported(f, {"tools", "tool_choice", "response_format", "functions",
+  if (auto e = reject_unsupported(f, {"tools", "tool_choice", "functions",
                                       "function_call"})) {
     return *e;
   }

@@ -54,8 +54,15 @@ api_routes::api_routes(engine& eng, const engine_config& config)
     : engine_(eng), tok_(eng.get_tokenizer()), served_names_(config.served_model_name),
       model_root_(config.model), api_key_(config.api_key), created_(std::time(nullptr)),
       runtime_lora_(config.enable_lora && config.allow_runtime_lora_updating && eng.loras() != nullptr),
-      lora_allowed_dirs_(config.lora_allowed_dirs) {
+      lora_allowed_dirs_(config.lora_allowed_dirs),
+      any_whitespace_(!config.structured_outputs_disable_any_whitespace) {
   if (served_names_.empty()) served_names_.push_back(config.model);
+  if (tok_ == nullptr) {
+    structured_refusal_ = "structured outputs need a tokenizer; this model is served without one";
+  } else if (config.distributed_port > 0) {
+    structured_refusal_ = "structured outputs are not served with pipeline stages in other processes "
+                          "(distributed_port)";
+  }
   if (tok_ != nullptr) {
     auto r = chat_renderer::create(*tok_);
     if (r) renderer_.emplace(std::move(r).value()); else renderer_error_ = r.error_message();

@@ -105,6 +105,12 @@ class api_routes {
   int64_t created_ = 0;
   bool runtime_lora_ = false;  // allow_runtime_lora_updating (with enable_lora)
   std::vector<std::string> lora_allowed_dirs_;
+  // Structured outputs: JSON's whitespace allowed (not
+  // structured_outputs_disable_any_whitespace), and why constraints are
+  // refused ("" when served: they need a tokenizer and the sampling stage
+  // in this process).
+  bool any_whitespace_ = true;
+  std::string structured_refusal_;
 };
 
 }  // namespace troupe

@@ -15,6 +15,9 @@ packages=(
   # The fuzz target (tests/fuzz): clang++ and its libFuzzer/sanitizer runtimes
   # (only recommended by clang, and recommends are not installed here).
   clang libclang-rt-14-dev
+  # tests/grammar/structured_outputs_test.py validates constrained outputs
+  # with an independent JSON Schema validator.
+  python3 python3-jsonschema
 )
 
 missing=()

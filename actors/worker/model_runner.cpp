@@ -1,5 +1,7 @@
 #include "actors/worker/model_runner.h"
 
+#include "grammar/constraint_cache.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -118,6 +120,14 @@ void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& or
     if (d.params.lora_id != 0) r.lora_slot = lora_slot_for(d.params.lora_id);
     if (!d.params.allowed_token_ids.empty()) {
       r.allowed_mask = allowed_token_mask(d.params.allowed_token_ids, model_->config().vocab_size);
+    }
+    if (is_constrained(d.params.structured) && model_->is_last_stage()) {
+      // A resumed request (or a fork child) has outputs already: the
+      // matcher reads them.
+      r.constraint = new_matcher(d.params);
+      for (size_t k = static_cast<size_t>(r.num_prompt_tokens); r.constraint && k < r.token_ids.size(); ++k) {
+        r.constraint->accept(r.token_ids[k]);
+      }
     }
     TROUPE_CHECK(requests_.emplace(d.id, std::move(r)).second);
     order.push_back(d.id);
@@ -319,12 +329,58 @@ sampler_row model_runner::next_token_row(const request_state& r, int32_t spec_in
     s.output_ids = storage.history.data();
     s.num_output_ids = static_cast<int64_t>(storage.history.size());
   }
-  if (has_logits_processors(r.params)) {
-    position_biases_for(r.params, model_->config().eos_token_ids, static_cast<int64_t>(s.step),
-                        s.output_ids, s.num_output_ids, storage.biases);
-    attach_processors(s, r.allowed_mask, storage.biases);
+  if (has_logits_processors(r.params) || r.constraint) {
+    if (has_logits_processors(r.params)) {
+      position_biases_for(r.params, model_->config().eos_token_ids, static_cast<int64_t>(s.step),
+                          s.output_ids, s.num_output_ids, storage.biases);
+    }
+    const std::vector<uint32_t>* mask = &r.allowed_mask;
+    if (r.constraint) {
+      // A draft's position: the matcher after the drafts before it (a draft
+      // it refuses is rejected anyway: its position's mask bans it).
+      std::optional<grammar::matcher> ahead;
+      if (spec_index > 0) {
+        ahead = *r.constraint;
+        for (int32_t j = 0; j < spec_index && ahead->accept(r.drafts[static_cast<size_t>(j)]); ++j) {
+        }
+      }
+      grammar_mask(ahead ? *ahead : *r.constraint, r.params, r.allowed_mask, storage.mask);
+      mask = &storage.mask;
+    }
+    attach_processors(s, *mask, storage.biases);
   }
   return s;
+}
+
+std::optional<grammar::matcher> model_runner::new_matcher(const sampling_params& p) const {
+  if (vocab_ == nullptr) {
+    get_logger("worker")->error("a request with a {} constraint, and no tokenizer: run unconstrained",
+                                constraint_kind_name(p.structured.kind));
+    return std::nullopt;
+  }
+  auto g = grammar::token_grammar_for(p.structured, vocab_);
+  if (!g) {
+    get_logger("worker")->error("a request's {} constraint does not compile ({}): run unconstrained",
+                                constraint_kind_name(p.structured.kind), g.error_message());
+    return std::nullopt;
+  }
+  return grammar::matcher(*g);
+}
+
+void model_runner::grammar_mask(const grammar::matcher& m, const sampling_params& p,
+                                const std::vector<uint32_t>& allowed, std::vector<uint32_t>& mask) const {
+  mask.resize(static_cast<size_t>(vocab_->mask_words()));
+  m.fill_mask(mask.data());
+  if (m.can_end()) {
+    const auto set = [&](int64_t t) {
+      if (t >= 0 && t < vocab_->size()) mask[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+    };
+    if (!p.ignore_eos) {
+      for (int64_t t : model_->config().eos_token_ids) set(t);
+    }
+    for (int32_t t : p.stop_token_ids) set(t);
+  }
+  for (size_t i = 0; i < allowed.size() && i < mask.size(); ++i) mask[i] &= allowed[i];
 }
 
 sampler_row model_runner::fork_row(const request_state& parent, const fork_child& c,
@@ -333,10 +389,20 @@ sampler_row model_runner::fork_row(const request_state& parent, const fork_child
   s.step = 0;
   s.prompt_ids = parent.token_ids.data();
   s.num_prompt_ids = parent.num_prompt_tokens;
-  if (has_logits_processors(c.params)) {
-    position_biases_for(c.params, model_->config().eos_token_ids, 0, nullptr, 0, storage.biases);
+  std::optional<grammar::matcher> m;
+  if (is_constrained(c.params.structured)) m = new_matcher(c.params);
+  if (has_logits_processors(c.params) || m) {
+    if (has_logits_processors(c.params)) {
+      position_biases_for(c.params, model_->config().eos_token_ids, 0, nullptr, 0, storage.biases);
+    }
+    std::vector<uint32_t> allowed;
     if (!c.params.allowed_token_ids.empty()) {
-      storage.mask = allowed_token_mask(c.params.allowed_token_ids, model_->config().vocab_size);
+      allowed = allowed_token_mask(c.params.allowed_token_ids, model_->config().vocab_size);
+    }
+    if (m) {
+      grammar_mask(*m, c.params, allowed, storage.mask);
+    } else {
+      storage.mask = std::move(allowed);
     }
     attach_processors(s, storage.mask, storage.biases);
   }
@@ -628,6 +694,9 @@ void model_runner::join_tokens(request_state* r, const sampled_output& o) {
   TROUPE_CHECK(!o.token_ids.empty() && r->pending_tokens > 0);
   r->token_ids.insert(r->token_ids.end(), o.token_ids.begin(), o.token_ids.end());
   --r->pending_tokens;
+  if (r->constraint) {
+    for (int32_t t : o.token_ids) r->constraint->accept(t);  // an end-of-sequence token: refused, kept
+  }
 }
 
 void model_runner::apply_stage_results(const step_output& out) {

@@ -17,6 +17,8 @@
 
 #include "actors/messages.h"
 #include "actors/worker/logits_processors.h"
+#include "grammar/matcher.h"
+#include "grammar/vocabulary.h"
 #include "kernels/ops.h"
 #include "model/llama_model.h"
 #include "model/lora_registry.h"
@@ -110,6 +112,11 @@ class model_runner {
   // LoRA: where the adapters of requests' lora_id come from (the worker
   // copies one into a free device slot when a request brings it).
   void set_lora_registry(std::shared_ptr<lora_registry> loras) { loras_ = std::move(loras); }
+  // Structured outputs: the tokens' bytes (the engine's tokenizer), which
+  // constrained requests' token masks are made of.
+  void set_token_vocabulary(std::shared_ptr<const grammar::token_vocabulary> vocab) {
+    vocab_ = std::move(vocab);
+  }
 
   size_t num_requests() const { return requests_.size(); }
   // For tests: the paged KV cache (K and V per layer) and its backend.
@@ -132,6 +139,7 @@ class model_runner {
     std::vector<int32_t> drafts;     // this step's draft tokens (after its last token)
     int32_t lora_slot = -1;          // its adapter's device slot, -1: the base model
     std::vector<uint32_t> allowed_mask;  // of params.allowed_token_ids (empty: none)
+    std::optional<grammar::matcher> constraint;  // params.structured's, after token_ids' outputs
   };
   // One row of logits to compute and what to do with it.
   struct logit_row {
@@ -207,6 +215,13 @@ class model_runner {
   // points to.
   sampler_row next_token_row(const request_state& r, int32_t spec_index,
                              row_storage& storage) const;
+  // Structured outputs: a matcher at the constraint's start (none when the
+  // constraint cannot be had: the edges check it, so only a log line), and
+  // the mask of what it allows next (and `allowed`, when not empty), the
+  // end-of-sequence and stop tokens included where it may end.
+  std::optional<grammar::matcher> new_matcher(const sampling_params& p) const;
+  void grammar_mask(const grammar::matcher& m, const sampling_params& p,
+                    const std::vector<uint32_t>& allowed, std::vector<uint32_t>& mask) const;
   // Speculative decoding: keeps the longest prefix of the drafts that the
   // samples (one per position, each drawn as without drafts) equal, then
   // the first sample that differs (or the one after the last draft); the
@@ -247,6 +262,7 @@ class model_runner {
   int32_t* lora_starts_dev_ = nullptr;
   std::vector<int32_t> lora_sorted_, lora_starts_;  // host side, reused
   std::shared_ptr<lora_registry> loras_;
+  std::shared_ptr<const grammar::token_vocabulary> vocab_;
   std::vector<int64_t> slot_adapter_;  // adapter id per LoRA slot, 0: empty
   std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only

@@ -111,6 +111,40 @@ std::string decoder::decode(std::vector<std::string> tokens) const {
   return out;
 }
 
+std::string decoder::token_bytes(std::string token) const {
+  for (const step& s : steps_) {
+    switch (s.type) {
+      case kind::byte_level: {
+        std::string bytes;
+        if (byte_level_decode(token, bytes)) token = std::move(bytes);
+        break;
+      }
+      case kind::byte_fallback:
+        if (const int b = parse_byte_token(token); b >= 0) token.assign(1, static_cast<char>(b));
+        break;
+      case kind::replace:
+        replace_pattern(s.literal, s.pattern, s.content, token);
+        break;
+      case kind::metaspace: {
+        std::string out;
+        size_t from = 0;
+        for (size_t at = token.find(s.literal); at != std::string::npos; at = token.find(s.literal, from)) {
+          out.append(token, from, at - from);
+          out += ' ';
+          from = at + s.literal.size();
+        }
+        out.append(token, from, std::string::npos);
+        token = std::move(out);
+        break;
+      }
+      case kind::strip:
+      case kind::fuse:
+        break;
+    }
+  }
+  return token;
+}
+
 void decoder::byte_level(std::vector<std::string>& tokens) {
   std::string bytes;
   for (const std::string& t : tokens) {

@@ -22,6 +22,10 @@ class decoder {
 
   // decode_chain of every step, joined.
   std::string decode(std::vector<std::string> tokens) const;
+  // One token's bytes in the middle of a text: the per-token steps only
+  // (byte-level and <0xNN> tokens give raw bytes, even partial UTF-8;
+  // Replace; Metaspace's replacement becomes a space), not Strip or Fuse.
+  std::string token_bytes(std::string token) const;
 
  private:
   enum class kind { byte_level, metaspace, replace, byte_fallback, fuse, strip };

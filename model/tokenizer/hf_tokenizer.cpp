@@ -151,6 +151,12 @@ std::string hf_tokenizer::id_to_token(int32_t id) const {
   return s != nullptr ? *s : std::string();
 }
 
+std::string hf_tokenizer::token_bytes(int32_t id) const {
+  const std::string* s = token_string(id);
+  if (s == nullptr || is_special(id)) return {};
+  return parts_.dec != nullptr ? parts_.dec->token_bytes(*s) : *s;
+}
+
 bool hf_tokenizer::is_special(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= added_index_by_id_.size()) return false;
   const int32_t index = added_index_by_id_[id];

@@ -48,6 +48,7 @@ class hf_tokenizer final : public tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
   std::string id_to_token(int32_t id) const override;
+  std::string token_bytes(int32_t id) const override;
   bool is_special(int32_t id) const override;
   const std::string& bos_token() const override { return settings_.bos_token; }
   const std::string& eos_token() const override { return settings_.eos_token; }

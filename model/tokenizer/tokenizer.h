@@ -39,6 +39,12 @@ class tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const = 0;
 
   virtual int64_t vocab_size() const = 0;  // including added tokens
+  // The bytes token `id` adds to decoded text inside a sequence (the
+  // decoder's per-token steps: byte-level bytes, <0xNN> byte fallback,
+  // Replace and Metaspace, but not Strip or a first token's prefix rules),
+  // for constrained decoding's token masks; "" for special tokens and ids
+  // out of range.
+  virtual std::string token_bytes(int32_t id) const = 0;
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   virtual std::string id_to_token(int32_t id) const = 0;  // "" when out of range
   virtual bool is_special(int32_t id) const = 0;

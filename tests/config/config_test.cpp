@@ -23,7 +23,7 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 47u);
+  ASSERT_EQ(keys.size(), 48u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
@@ -39,7 +39,8 @@ TEST(config_keys, are_every_schema_key_in_order) {
   EXPECT_EQ(keys[35], "max_cpu_loras");
   EXPECT_EQ(keys[36], "allow_runtime_lora_updating");
   EXPECT_EQ(keys[37], "lora_allowed_dirs");
-  EXPECT_EQ(keys[38], "host");
+  EXPECT_EQ(keys[38], "structured_outputs_disable_any_whitespace");
+  EXPECT_EQ(keys[39], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 

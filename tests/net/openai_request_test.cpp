@@ -80,6 +80,47 @@ TEST(openai_request, type_errors_name_the_field) {
   EXPECT_FALSE(ok(parse_completion_request(R"({"prompt":[1],"max_tokens":null})")).common.max_tokens.has_value());
 }
 
+TEST(openai_request, structured_output_fields) {
+  const auto constraint = [](const std::string& extra) {
+    return ok(parse_completion_request(R"({"prompt":[1],)" + extra + "}")).common.params.structured;
+  };
+  output_constraint c = constraint(
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"w","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}})");
+  EXPECT_EQ(c.kind, output_constraint::json_schema);
+  EXPECT_TRUE(c.strict);
+  EXPECT_EQ(c.text, R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+  EXPECT_EQ(constraint(R"("response_format":{"type":"json_object"})").kind, output_constraint::json_object);
+  EXPECT_EQ(constraint(R"("response_format":{"type":"text"})").kind, output_constraint::none);
+  EXPECT_EQ(constraint(R"("guided_json":"{\"type\":\"string\"}")").text, R"({"type":"string"})");
+  c = constraint(R"("guided_choice":["yes","no"],"guided_decoding_backend":"xgrammar")");
+  EXPECT_EQ(c.kind, output_constraint::choice);
+  EXPECT_EQ(c.choices, (std::vector<std::string>{"yes", "no"}));
+  c = constraint(R"("structured_outputs":{"regex":"[0-9]+","disable_any_whitespace":true})");
+  EXPECT_EQ(c.kind, output_constraint::regex);
+  EXPECT_EQ(c.text, "[0-9]+");
+  EXPECT_FALSE(c.any_whitespace);
+  EXPECT_EQ(constraint(R"("guided_grammar":"root ::= \"a\"")").kind, output_constraint::ebnf);
+  EXPECT_EQ(ok(parse_chat_request(R"({"messages":[],"response_format":{"type":"json_object"}})")).common.params.structured.kind,
+            output_constraint::json_object);
+
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"guided_regex":"a","guided_choice":["a"]})")),
+            "guided_regex, guided_choice: only one output constraint may be given");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"response_format":{"type":"xml"}})")),
+            "response_format.type: must be 'text', 'json_object' or 'json_schema', got 'xml'");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"response_format":{"type":"json_schema"}})")),
+            "response_format.json_schema: required (an object with name and schema)");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"guided_choice":[]})")), "guided_choice: must not be empty");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"guided_regex":5})")), "guided_regex: expected a string");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"structured_outputs":{"regex":"a","choice":["a"]}})")),
+            "structured_outputs: give exactly one of json, regex, choice, grammar, json_object");
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"structured_outputs":{"jsn":{}}})")),
+            "structured_outputs.jsn: unknown field");
+  EXPECT_NE(err(parse_completion_request(R"({"prompt":[1],"guided_whitespace_pattern":" "})")).find("not supported"),
+            std::string::npos);
+  EXPECT_EQ(err(parse_completion_request(R"({"prompt":[1],"guided_regexp":"a"})")),
+            "guided_regexp: unknown field (did you mean 'guided_regex'?)");
+}
+
 // Found by tests/fuzz: an integral double beyond int64_t (and a uint64) was
 // cast to int64_t, which is undefined behaviour; token ids beyond int32_t
 // wrapped onto other ids (2^32 + 1 became token 1).

@@ -108,9 +108,9 @@ TEST_F(server_errors, unsupported_chat_fields) {
   EXPECT_EQ(expect_error(post("/v1/chat/completions", "{" + msgs + R"(,"tools":[{"type":"function"}]})"), 400,
                          "BadRequestError"),
             "tools: not supported yet");
-  EXPECT_EQ(expect_error(post("/v1/chat/completions", "{" + msgs + R"(,"response_format":{"type":"json_object"}})"),
+  EXPECT_EQ(expect_error(post("/v1/completions", R"({"prompt":[1],"response_format":{"type":"json_object"}})"),
                          400, "BadRequestError"),
-            "response_format: not supported yet");
+            "structured outputs need a tokenizer; this model is served without one");
   expect_error(post("/v1/completions", R"({"prompt":[1],"echo":true})"), 400, "BadRequestError");
 }
 

@@ -229,6 +229,58 @@ describe('qwen3 dummy deployment (text)', () => {
     });
   });
 
+  it('response_format json_schema (strict): beta.chat.completions.parse returns the object; bad schemas are 400s',
+    CASE, async () => {
+      const schema = {
+        type: 'object',
+        properties: {
+          city: { type: 'string', maxLength: 12 },
+          unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
+          days: { type: 'integer', minimum: 1, maximum: 7 },
+        },
+        required: ['city', 'unit', 'days'],
+        additionalProperties: false,
+      };
+      for (const seed of [1, 2, 3]) {
+        const r = await oai.beta.chat.completions.parse({
+          model: QWEN3, messages: MESSAGES, max_tokens: 400, seed,
+          response_format: { type: 'json_schema', json_schema: { name: 'weather', schema, strict: true } },
+        });
+        const c = r.choices[0];
+        assert.equal(c.finish_reason, 'stop', `seed ${seed}: ${c.message.content}`);
+        const p = c.message.parsed;
+        assert.deepEqual(Object.keys(p), ['city', 'unit', 'days'], c.message.content);
+        assert.equal(typeof p.city, 'string');
+        assert.ok([...p.city].length <= 12, p.city);
+        assert.ok(['celsius', 'fahrenheit'].includes(p.unit), p.unit);
+        assert.ok(Number.isInteger(p.days) && p.days >= 1 && p.days <= 7, `${p.days}`);
+      }
+      // Streamed, the chunks join into the same kind of object.
+      const stream = await oai.chat.completions.create({
+        model: QWEN3, messages: MESSAGES, max_tokens: 400, seed: 1, stream: true,
+        response_format: { type: 'json_schema', json_schema: { name: 'weather', schema, strict: true } },
+      });
+      let text = '';
+      let finish = null;
+      for await (const chunk of stream) {
+        for (const ch of chunk.choices) {
+          text += ch.delta.content ?? '';
+          finish = ch.finish_reason ?? finish;
+        }
+      }
+      assert.equal(finish, 'stop', text);
+      assert.ok(['celsius', 'fahrenheit'].includes(JSON.parse(text).unit), text);
+      await assert.rejects(
+        oai.chat.completions.create({
+          model: QWEN3, messages: MESSAGES, max_tokens: 8,
+          response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', not: {} } } },
+        }),
+        (e) => e instanceof OpenAI.BadRequestError && /unsupported keyword 'not'/.test(e.message));
+      await assert.rejects(
+        oai.completions.create({ model: QWEN3, prompt: 'x', max_tokens: 8, guided_regex: 'a(b' }),
+        (e) => e instanceof OpenAI.BadRequestError && /position/.test(e.message));
+    });
+
   it('chat: usage equals the counted tokens, finish_reason length', CASE, async () => {
     const tok = await tokenizeMessages(MESSAGES);
     const r = await oai.chat.completions.create({
