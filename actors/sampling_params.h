@@ -61,8 +61,9 @@ inline bool has_penalties(const sampling_params& p) {
 
 // Whether the sampler needs the request's output so far on the host (the
 // penalties count it; a bad word of several tokens looks at its end; a
-// constraint's matcher reads each token), so
-// that a step cannot be planned before the previous one's token is known.
+// constraint's matcher reads each token): a step planned before the
+// previous one's token is known samples the request's row only once that
+// token is back (model_runner::sample_deferred).
 inline bool needs_output_history(const sampling_params& p) {
   if (has_penalties(p) || is_constrained(p.structured)) return true;
   for (const auto& w : p.bad_words_ids) {

@@ -50,6 +50,7 @@ class compiled_grammar {
     const state& st = states_[static_cast<size_t>(s)];
     return st.consumes ? edges_[static_cast<size_t>(st.first_edge + byte_class_[b])] : -1;
   }
+  int32_t byte_class(uint8_t b) const { return byte_class_[b]; }
   int32_t rule_start(int32_t rule) const { return rule_start_[static_cast<size_t>(rule)]; }
   int32_t root_start() const { return rule_start(root_); }
   int32_t num_classes() const { return num_classes_; }

@@ -62,6 +62,26 @@ int64_t token_grammar::num_computed() const {
   return std::count_if(masks_.begin(), masks_.end(), [](const auto& m) { return m != nullptr; });
 }
 
+bool token_grammar::cached_mask(const std::string& key, uint32_t* words) const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto it = cache_index_.find(key);
+  if (it == cache_index_.end()) return false;
+  cache_.splice(cache_.begin(), cache_, it->second);
+  std::memcpy(words, it->second->second.data(), it->second->second.size() * sizeof(uint32_t));
+  return true;
+}
+
+void token_grammar::cache_mask(const std::string& key, const uint32_t* words) const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  if (cache_index_.count(key) != 0) return;
+  cache_.emplace_front(key, std::vector<uint32_t>(words, words + vocab_->mask_words()));
+  cache_index_.emplace(key, cache_.begin());
+  if (cache_.size() > kMaskCacheEntries) {
+    cache_index_.erase(cache_.back().first);
+    cache_.pop_back();
+  }
+}
+
 matcher::matcher(std::shared_ptr<const token_grammar> g) : g_(std::move(g)) {
   stack_walker& w = walker_for(g_->automaton());
   std::vector<int32_t> start;
@@ -84,6 +104,12 @@ bool matcher::accept(int32_t token) {
 }
 
 void matcher::fill_mask(uint32_t* words) const {
+  std::string key;
+  for (const std::vector<int32_t>& s : stacks_) {
+    key.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(int32_t));
+    key.append(4, '\xff');  // no state id is -1
+  }
+  if (g_->cached_mask(key, words)) return;
   const token_vocabulary& vocab = g_->vocab();
   const auto num_words = static_cast<size_t>(vocab.mask_words());
   std::memset(words, 0, num_words * sizeof(uint32_t));
@@ -102,6 +128,7 @@ void matcher::fill_mask(uint32_t* words) const {
       if (o == stack_walker::outcome::accepted) set_bit(words, vocab.sorted_id(position));
     });
   }
+  g_->cache_mask(key, words);
 }
 
 }  // namespace troupe::grammar

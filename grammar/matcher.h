@@ -13,6 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -38,11 +41,22 @@ class token_grammar {
   // How many states have their split computed (for tests and benchmarks).
   int64_t num_computed() const;
 
+  // Whole masks by matcher state (its set of stacks, serialized), the most
+  // recently used kMaskCacheEntries: inside a string or a number a request
+  // stays in one state for many tokens, and requests on one schema meet the
+  // same states; a hit is a copy.
+  static constexpr size_t kMaskCacheEntries = 256;
+  bool cached_mask(const std::string& key, uint32_t* words) const;
+  void cache_mask(const std::string& key, const uint32_t* words) const;
+
  private:
   std::shared_ptr<const compiled_grammar> g_;
   std::shared_ptr<const token_vocabulary> vocab_;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<state_masks>> masks_;
+  mutable std::mutex cache_mu_;
+  mutable std::list<std::pair<std::string, std::vector<uint32_t>>> cache_;  // most recent first
+  mutable std::unordered_map<std::string, decltype(cache_)::iterator> cache_index_;
 };
 
 class matcher {

@@ -17,6 +17,9 @@ uint64_t hash_key(int32_t state, int32_t parent) {
 
 void stack_walker::reset(const compiled_grammar& g) {
   g_ = &g;
+  for (memo_entry& e : memo_) e.key = -1;
+  memo_used_ = 0;
+  memo_pool_.clear();
   nodes_.clear();
   std::fill(table_.begin(), table_.end(), 0);
 }
@@ -83,12 +86,48 @@ void stack_walker::expand_into(int32_t n, std::vector<int32_t>& out, bool& ended
   }
 }
 
+const stack_walker::memo_entry& stack_walker::step_one(int32_t n, uint8_t b) {
+  if (memo_.size() < 2 * (memo_used_ + 1)) {
+    std::vector<memo_entry> old = std::move(memo_);
+    memo_.assign(std::max<size_t>(1024, old.size() * 2), memo_entry{});
+    for (const memo_entry& e : old) {
+      if (e.key < 0) continue;
+      size_t at = hash_key(static_cast<int32_t>(e.key >> 8), static_cast<int32_t>(e.key & 255)) & (memo_.size() - 1);
+      while (memo_[at].key >= 0) at = (at + 1) & (memo_.size() - 1);
+      memo_[at] = e;
+    }
+  }
+  const int32_t cls = g_->byte_class(b);
+  const int64_t key = static_cast<int64_t>(n) * 256 + cls;
+  const size_t mask = memo_.size() - 1;
+  size_t at = hash_key(n, cls) & mask;
+  while (memo_[at].key >= 0) {
+    if (memo_[at].key == key) return memo_[at];
+    at = (at + 1) & mask;
+  }
+  memo_entry e;
+  e.key = key;
+  e.first = static_cast<int32_t>(memo_pool_.size());
+  const frame f = nodes_[static_cast<size_t>(n)];
+  const int32_t t = g_->next(f.state, b);
+  if (t >= 0) {
+    std::vector<int32_t> out;
+    expand(node(t, f.parent), out, e.ended);
+    memo_pool_.insert(memo_pool_.end(), out.begin(), out.end());
+    e.count = static_cast<int32_t>(out.size());
+  }
+  // expand() does not touch memo_: `at` is still the free slot.
+  memo_[at] = e;
+  ++memo_used_;
+  return memo_[at];
+}
+
 void stack_walker::step(const std::vector<int32_t>& from, uint8_t b, std::vector<int32_t>& out, bool& ended) {
   out.clear();
   for (int32_t n : from) {
-    const frame f = nodes_[static_cast<size_t>(n)];
-    const int32_t t = g_->next(f.state, b);
-    if (t >= 0) expand(node(t, f.parent), out, ended);
+    const memo_entry& e = step_one(n, b);
+    out.insert(out.end(), memo_pool_.begin() + e.first, memo_pool_.begin() + e.first + e.count);
+    ended = ended || e.ended;
   }
   if (out.size() > 1) {
     std::sort(out.begin(), out.end());

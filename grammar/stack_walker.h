@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "grammar/compiled.h"
@@ -46,7 +47,9 @@ class stack_walker {
   void step(const std::vector<int32_t>& from, uint8_t b, std::vector<int32_t>& out, bool& ended);
 
   // Walks tokens (positions into vocab's sorted order, ascending) from
-  // `start` (reading stacks); calls on(position, outcome) for each. An
+  // `start` (reading stacks); calls on(position, outcome) for each token
+  // accepted or popped (rejected ones may go unreported: a refused prefix
+  // skips every token that starts with it). An
   // accepted token also ends with `final_nodes` / `final_ended` holding
   // the stacks after it and whether the bottom rule ended at its last byte.
   template <class F>
@@ -71,6 +74,18 @@ class stack_walker {
   std::vector<frame> nodes_;
   std::vector<int32_t> table_;  // open addressing: node id + 1, 0 empty
   std::vector<int32_t> visited_;
+  // step() of one node on one byte class, remembered: a walk through the
+  // vocabulary reads the same few nodes again and again (inside a string,
+  // one node at every depth).
+  struct memo_entry {
+    int64_t key = -1;  // node * 256 + byte class
+    int32_t first = 0, count = 0;
+    bool ended = false;
+  };
+  const memo_entry& step_one(int32_t n, uint8_t b);
+  std::vector<memo_entry> memo_;
+  size_t memo_used_ = 0;
+  std::vector<int32_t> memo_pool_;
   std::vector<std::vector<int32_t>> levels_;  // stacks after d bytes
   std::vector<bool> ended_at_;                // bottom rule ended after byte d
   std::vector<bool> ended_before_;            // ... after some byte 1 .. d
@@ -84,13 +99,14 @@ void stack_walker::walk(const token_vocabulary& vocab, const int32_t* positions,
   ended_at_[0] = false;
   ended_before_[0] = false;
   size_t computed = 0;  // levels_[0 .. computed] hold the previous token's prefix
-  const std::string* prev = nullptr;
+  std::string_view prev;
+  bool has_prev = false;
   for (size_t i = 0; i < count; ++i) {
-    const std::string& s = vocab.sorted_bytes(positions[i]);
+    const std::string_view s = vocab.sorted_bytes(positions[i]);
     size_t common = 0;
-    if (prev != nullptr) {
-      const size_t limit = std::min({prev->size(), s.size(), computed});
-      while (common < limit && (*prev)[common] == s[common]) ++common;
+    if (has_prev) {
+      const size_t limit = std::min({prev.size(), s.size(), computed});
+      while (common < limit && prev[common] == s[common]) ++common;
     }
     size_t d = common;
     while (d < s.size() && !levels_[d].empty()) {
@@ -102,13 +118,27 @@ void stack_walker::walk(const token_vocabulary& vocab, const int32_t* positions,
       ended_before_[d] = ended_before_[d - 1] || ended;
     }
     computed = d;
-    prev = &s;
+    prev = s;
+    has_prev = true;
     const size_t length = s.size();
     if (d == length && (!levels_[d].empty() || ended_at_[d])) {
       on(positions[i], outcome::accepted);
-    } else {
-      const size_t last = std::min(d, length - 1);
-      on(positions[i], ended_before_[last] ? outcome::popped : outcome::rejected);
+      continue;
+    }
+    const size_t last = std::min(d, length - 1);
+    if (ended_before_[last]) {
+      on(positions[i], outcome::popped);
+      continue;
+    }
+    // Refused after d bytes (d < length): so is every later token that
+    // starts with those d bytes; they are skipped unreported (sorted, they
+    // are the run up to the first token that does not start so).
+    if (d < length) {
+      const std::string_view dead(s.data(), d);
+      const int32_t* end = std::partition_point(positions + i + 1, positions + count, [&](int32_t p) {
+        return vocab.sorted_bytes(p).substr(0, d) == dead;
+      });
+      i = static_cast<size_t>(end - positions) - 1;
     }
   }
 }

@@ -17,6 +17,11 @@ token_vocabulary::token_vocabulary(std::vector<std::string> bytes, int64_t vocab
     const int c = bytes_[static_cast<size_t>(a)].compare(bytes_[static_cast<size_t>(b)]);
     return c != 0 ? c < 0 : a < b;
   });
+  sorted_offset_.push_back(0);
+  for (int32_t id : sorted_) {
+    sorted_data_ += bytes_[static_cast<size_t>(id)];
+    sorted_offset_.push_back(sorted_data_.size());
+  }
 }
 
 std::shared_ptr<const token_vocabulary> token_vocabulary::of(const tokenizer& tok, int64_t vocab_size) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe {
@@ -31,7 +32,12 @@ class token_vocabulary {
   int32_t num_sorted() const { return static_cast<int32_t>(sorted_.size()); }
   int32_t sorted_id(int32_t k) const { return sorted_[static_cast<size_t>(k)]; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
-  const std::string& sorted_bytes(int32_t k) const { return bytes(sorted_id(k)); }
+  // Position k's bytes, from one buffer in sorted order (a walk through
+  // the vocabulary reads memory in order).
+  std::string_view sorted_bytes(int32_t k) const {
+    const auto at = static_cast<size_t>(k);
+    return std::string_view(sorted_data_).substr(sorted_offset_[at], sorted_offset_[at + 1] - sorted_offset_[at]);
+  }
   // Any id: "" where it has no bytes or is out of range.
   const std::string& bytes_of(int64_t id) const {
     static const std::string none;
@@ -41,6 +47,8 @@ class token_vocabulary {
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> sorted_;
+  std::string sorted_data_;
+  std::vector<size_t> sorted_offset_;
   int64_t vocab_size_;
 };
 

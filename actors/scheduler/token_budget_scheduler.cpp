@@ -188,18 +188,13 @@ bool token_budget_scheduler::can_schedule_ahead() const {
   if (in_flight_ == 0 || in_flight_ >= max_steps_in_flight()) return false;
   if (committed_.size() != static_cast<size_t>(in_flight_)) return false;  // a transaction is open
   if (!has_unfinished()) return false;
-  // Forks share blocks and sample from their leader's logits; a penalized
-  // request's sampler (or one with bad words of several tokens) needs the
-  // token still out (planning around it would
-  // run it every other step): lockstep for those. (Micro-batches never
-  // plan a request whose tokens are out.)
+  // Forks share blocks and sample from their leader's logits: lockstep for
+  // those. A request whose sampler needs the token still out (penalties,
+  // bad words of several tokens, a constraint) is planned ahead like the
+  // others: the worker samples its row once that token is back, while the
+  // step's forward runs (model_runner::sample_deferred). (Micro-batches
+  // never plan a request whose tokens are out.)
   if (forks_in_play()) return false;
-  for (const request_ptr& r : running_) {
-    if (limits_.pipeline_depth <= 1 && r->placeholders > 0 && !r->aborted &&
-        needs_output_history(r->params)) {
-      return false;
-    }
-  }
   // Every running request that can go must fit without a preemption (the
   // order of schedule_running; priority order is kept by the last schedule).
   int64_t budget = limits_.max_num_batched_tokens, free = num_blocks_free_;

@@ -170,6 +170,7 @@ class model_runner {
     std::vector<bool> samples;  // per order index: a token is sampled for it
     std::vector<job_ref> jobs;  // device-sampled jobs by index
     std::vector<std::vector<int32_t>> drafts;  // per order index: the drafts verified
+    std::vector<logit_row> deferred;           // sampled late (sample_deferred)
     std::chrono::steady_clock::time_point start;
   };
 
@@ -213,8 +214,10 @@ class model_runner {
   // The sampler's view of r's next token (after `spec_index` of its draft
   // tokens), and of a fork child's first; `storage` backs what the row
   // points to.
-  sampler_row next_token_row(const request_state& r, int32_t spec_index,
-                             row_storage& storage) const;
+  // `pending`: r's tokens still being sampled before this one (its
+  // pending_tokens, less this row's own for a row sampled late).
+  sampler_row next_token_row(const request_state& r, int32_t spec_index, row_storage& storage,
+                             int64_t pending) const;
   // Structured outputs: a matcher at the constraint's start (none when the
   // constraint cannot be had: the edges check it, so only a log line), and
   // the mask of what it allows next (and `allowed`, when not empty), the
@@ -234,10 +237,21 @@ class model_runner {
   void join_tokens(request_state* r, const sampled_output& o);
   sampler_row fork_row(const request_state& parent, const fork_child& c,
                        row_storage& storage) const;
-  // Samples logits rows [begin, begin + n) of the step where they are
+  // Computes the logits of `rows` (chunks of logits_chunk_rows; where row
+  // i is hidden state i of a step of `batch_tokens` tokens, read in place;
+  // 0: never) and samples them.
+  void compute_rows(const std::vector<logit_row>& rows, int64_t batch_tokens, launched_step& step, bool late);
+  // Samples logits rows [begin, begin + n) of `rows` where they are
   // (ops::sample_async); false when the backend cannot, or with
-  // TROUPE_DEVICE_SAMPLING=0 (host sampling, for comparisons).
-  bool sample_chunk_async(const host_batch& batch, size_t begin, int64_t n, launched_step& step);
+  // TROUPE_DEVICE_SAMPLING=0 (host sampling, for comparisons). `late`: rows
+  // of sample_deferred.
+  bool sample_chunk_async(const std::vector<logit_row>& rows, size_t begin, int64_t n,
+                          launched_step& step, bool late);
+  // A launched step's rows whose sampler needs the token the step before
+  // is still sampling (penalties, a constraint; planned ahead with a
+  // placeholder input): computed and sampled once that token has joined
+  // (finish of the step before), while this step's forward still runs.
+  void sample_deferred(launched_step& step);
   bool device_sampling_enabled() const;
 
   std::unique_ptr<ops> ops_;

@@ -3,9 +3,10 @@
 # CTest test of the same name for each, which runs it for a bounded time over
 # a copy of its seed corpus (run_fuzzer.cmake): fuzz_openai_request
 # (TROUPE_FUZZ_SECONDS, seeds in corpus/, run in fuzz-run/),
-# fuzz_chat_template and fuzz_tokenizer (TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS,
-# TROUPE_FUZZ_TOKENIZER_SECONDS; seeds in corpus_chat_template/ and
-# corpus_tokenizer/, run in fuzz-run-chat_template/ and fuzz-run-tokenizer/).
+# fuzz_chat_template, fuzz_tokenizer and fuzz_grammar
+# (TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS, TROUPE_FUZZ_TOKENIZER_SECONDS,
+# TROUPE_FUZZ_GRAMMAR_SECONDS; seeds in corpus_chat_template/,
+# corpus_tokenizer/ and corpus_grammar/, run in fuzz-run-<name>/).
 # Without a clang++ whose -fsanitize=fuzzer links (Debian: clang and
 # libclang-rt-14-dev, see scripts/setup.sh) it warns and adds nothing.
 option(TROUPE_BUILD_FUZZ "Build and run the libFuzzer targets (needs clang++)" ON)
@@ -13,6 +14,7 @@ set(TROUPE_FUZZ_SECONDS 45 CACHE STRING "How long the fuzz_openai_request test f
 set(TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS 30 CACHE STRING
   "How long the fuzz_chat_template test fuzzes")
 set(TROUPE_FUZZ_TOKENIZER_SECONDS 30 CACHE STRING "How long the fuzz_tokenizer test fuzzes")
+set(TROUPE_FUZZ_GRAMMAR_SECONDS 30 CACHE STRING "How long the fuzz_grammar test fuzzes")
 if(NOT TROUPE_BUILD_FUZZ)
   return()
 endif()
@@ -46,7 +48,7 @@ message(STATUS "troupe: fuzz targets built with ${TROUPE_FUZZ_CXX}")
 
 include(ExternalProject)
 set(fuzz_dir ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
-set(fuzzers fuzz_openai_request fuzz_chat_template fuzz_tokenizer)
+set(fuzzers fuzz_openai_request fuzz_chat_template fuzz_tokenizer fuzz_grammar)
 list(TRANSFORM fuzzers PREPEND ${fuzz_dir}/ OUTPUT_VARIABLE fuzz_programs)
 # One inner build makes all three. CMAKE_BUILD_PARALLEL_LEVEL in the
 # environment limits its jobs.
@@ -75,3 +77,4 @@ troupe_fuzz_test(fuzz_openai_request corpus fuzz-run ${TROUPE_FUZZ_SECONDS})
 troupe_fuzz_test(fuzz_chat_template corpus_chat_template fuzz-run-chat_template
   ${TROUPE_FUZZ_CHAT_TEMPLATE_SECONDS})
 troupe_fuzz_test(fuzz_tokenizer corpus_tokenizer fuzz-run-tokenizer ${TROUPE_FUZZ_TOKENIZER_SECONDS})
+troupe_fuzz_test(fuzz_grammar corpus_grammar fuzz-run-grammar ${TROUPE_FUZZ_GRAMMAR_SECONDS})

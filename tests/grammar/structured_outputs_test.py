@@ -11,7 +11,10 @@ with JSON whitespace allowed and in the compact form. Every output that
 finishes with "stop" must parse and validate: JSON Schemas with
 python3-jsonschema, regexes with Python's re.fullmatch, choices by equality,
 the grammars by equivalent Python checks. Outputs cut off by max_tokens
-("length") are not checked (vLLM's behaviour), but most must finish.
+("length") are not checked (vLLM's behaviour), but most must finish. With
+the Qwen3 tokenizer the batch runs again with async scheduling on (steps
+planned ahead; constrained and penalized rows sampled once their last token
+is back): every output must be the same.
 
 Usage: structured_outputs_test.py TROUPE_BINARY REPO_ROOT
 """
@@ -94,10 +97,14 @@ def cases(corpus):
                     lambda t, c=c: t in c))
     for i, g in enumerate(corpus["grammars"]):
         out.append((f"grammar-{i}", {"guided_grammar": g, "max_tokens": 96, "n": 2}, GRAMMAR_CHECKS[i]))
+    # Unconstrained rows whose sampler also reads the output so far: with the
+    # constrained ones, sampled late when planned ahead (async scheduling).
+    out.append(("penalty-0", {"frequency_penalty": 0.7, "max_tokens": 40}, None))
+    out.append(("penalty-1", {"repetition_penalty": 1.3, "presence_penalty": 0.5, "max_tokens": 40}, None))
     return out
 
 
-def run_model(troupe, root, tok_name, model, corpus, work, failures):
+def run_model(troupe, root, tok_name, model, corpus, work, failures, compare_async=False):
     all_cases = cases(corpus)
     path_in = os.path.join(work, f"{tok_name}-in.jsonl")
     path_out = os.path.join(work, f"{tok_name}-out.jsonl")
@@ -111,23 +118,41 @@ def run_model(troupe, root, tok_name, model, corpus, work, failures):
             "--tokenizer", os.path.join(root, "tests/data/tokenizers", tok_name), "--served-model-name", "m",
             "--load-format", "dummy", "--backend", "cpu", "--dtype", "float32", "--seed", "0",
             "--max-model-len", "1024", "--cpu-kvcache-space", "1", "--max-num-seqs", "64"]
-    # The compact cases run in a second batch with the server's compact option.
+    # The compact cases run in a second batch with the server's compact option;
+    # with compare_async, the first batch again with async scheduling on (the
+    # CPU backend's debug switch): every text must be the same.
     results = {}
-    for compact in (False, True):
-        lines = [l for l in open(path_in) if (json.loads(l)["custom_id"] in compact_ids) == compact]
-        part_in = path_in + (".compact" if compact else ".ws")
-        part_out = path_out + (".compact" if compact else ".ws")
+    runs = [False, True] + (["async"] if compare_async else [])
+    for compact in runs:
+        lines = [l for l in open(path_in) if (json.loads(l)["custom_id"] in compact_ids) == (compact is True)]
+        suffix = {False: ".ws", True: ".compact", "async": ".async"}[compact]
+        part_in = path_in + suffix
+        part_out = path_out + suffix
         with open(part_in, "w") as f:
             f.writelines(lines)
         a = list(args)
         a[a.index(path_in)] = part_in
         a[a.index(path_out)] = part_out
-        if compact:
+        if compact is True:
             a += ["--structured-outputs-disable-any-whitespace"]
-        p = subprocess.run(a, capture_output=True, text=True, timeout=900)
+        env = dict(os.environ)
+        if compact == "async":
+            env["TROUPE_DEBUG_ASYNC_ON_CPU"] = "1"
+        p = subprocess.run(a, capture_output=True, text=True, timeout=900, env=env)
         if p.returncode != 0:
             failures.append(f"{tok_name}: run-batch exited {p.returncode}: {p.stderr[-2000:]}")
             return None
+        if compact == "async":
+            if "async scheduling: on" not in p.stderr:
+                failures.append(f"{tok_name}: the async run did not schedule ahead: {p.stderr[-800:]}")
+            for line in open(part_out):
+                rec = json.loads(line)
+                base = results.get(rec["custom_id"])
+                texts = [c["text"] for c in rec["response"]["body"].get("choices", [])]
+                if base is None or texts != [c["text"] for c in base["response"]["body"]["choices"]]:
+                    failures.append(f"{tok_name} {rec['custom_id']}: async scheduling changed the output: "
+                                    f"{texts!r:.300}")
+            continue
         for line in open(part_out):
             rec = json.loads(line)
             results[rec["custom_id"]] = rec
@@ -136,6 +161,8 @@ def run_model(troupe, root, tok_name, model, corpus, work, failures):
         rec = results.get(cid)
         if rec is None or rec["response"]["status_code"] != 200:
             failures.append(f"{tok_name} {cid}: no 200 response: {json.dumps(rec)[:400]}")
+            continue
+        if check is None:
             continue
         for choice in rec["response"]["body"]["choices"]:
             text, reason = choice["text"], choice["finish_reason"]
@@ -159,7 +186,8 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="structured-") as work:
         for tok_name, model in MODELS:
-            stats = run_model(troupe, root, tok_name, model, corpus, work, failures)
+            stats = run_model(troupe, root, tok_name, model, corpus, work, failures,
+                              compare_async=tok_name == "qwen3")
             if stats is None:
                 continue
             total = sum(stats.values())
