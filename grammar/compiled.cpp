@@ -13,6 +13,11 @@ namespace {
 
 constexpr size_t kMaxNfaStates = 2'000'000;
 constexpr size_t kMaxStates = 300'000;
+// Nodes visited while building the automata (a repeat of an item that adds
+// no state still costs its copies), and rules: past these a grammar is too
+// large to compile at a request's edge.
+constexpr int64_t kMaxBuildSteps = 4'000'000;
+constexpr size_t kMaxRules = 4000;
 
 using class_set = std::bitset<256>;
 
@@ -44,6 +49,10 @@ class automaton_builder {
   result<std::shared_ptr<const compiled_grammar>> run() {
     out_ = std::make_shared<compiled_grammar>();
     if (g_.root() < 0) return make_error("grammar has no root rule");
+    if (g_.rules().size() > kMaxRules) {
+      return make_error("grammar too large (" + std::to_string(g_.rules().size()) + " rules; at most " +
+                        std::to_string(kMaxRules) + ")");
+    }
     for (const rule& r : g_.rules()) {
       if (r.body < 0) return make_error("rule '" + r.name + "' is used but never defined");
     }
@@ -93,7 +102,10 @@ class automaton_builder {
   // Thompson construction: the automaton for node id from state `from`;
   // returns its end state.
   result<int32_t> build(nfa& a, int32_t id, int32_t from) {
-    if (a.eps.size() > kMaxNfaStates) return make_error("grammar too large (its automaton passes " + std::to_string(kMaxNfaStates) + " states)");
+    if (a.eps.size() > kMaxNfaStates || ++build_steps_ > kMaxBuildSteps) {
+      return make_error("grammar too large (its automaton passes " + std::to_string(kMaxNfaStates) +
+                        " states or " + std::to_string(kMaxBuildSteps) + " expansions of repeated items)");
+    }
     const node& n = g_.at(id);
     switch (n.kind) {
       case node::bytes: {
@@ -304,36 +316,54 @@ class automaton_builder {
   // Whether each rule's automaton can reach a final state (reading bytes
   // and entering rules that can themselves be completed).
   std::vector<bool> productive_rules() const {
+    // A worklist: a rule is (re)checked when a rule it calls becomes
+    // productive; each check walks only its own states (stamped, not
+    // cleared).
     const size_t n = g_.rules().size();
+    std::vector<std::vector<int32_t>> callers(n);
+    for (int32_t s = 0; s < out_->num_states(); ++s) {
+      const compiled_grammar::state& st = out_->at(s);
+      for (const compiled_grammar::call& c : st.calls) callers[static_cast<size_t>(c.rule)].push_back(st.rule);
+    }
     std::vector<bool> productive(n);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (productive[r]) continue;
-        std::vector<int32_t> todo{out_->rule_start(static_cast<int32_t>(r))};
-        std::vector<bool> seen(out_->states_.size());
-        seen[static_cast<size_t>(todo[0])] = true;
-        while (!todo.empty() && !productive[r]) {
-          const int32_t s = todo.back();
-          todo.pop_back();
-          const compiled_grammar::state& st = out_->at(s);
-          if (st.final) {
-            productive[r] = changed = true;
-            break;
-          }
-          const auto visit = [&](int32_t t) {
-            if (t >= 0 && !seen[static_cast<size_t>(t)]) {
-              seen[static_cast<size_t>(t)] = true;
-              todo.push_back(t);
-            }
-          };
-          if (st.consumes) {
-            for (int32_t c = 0; c < out_->num_classes_; ++c) visit(out_->edges_[static_cast<size_t>(st.first_edge + c)]);
-          }
-          for (const compiled_grammar::call& c : st.calls) {
-            if (productive[static_cast<size_t>(c.rule)]) visit(c.target);
-          }
+    std::vector<int64_t> stamp(out_->states_.size(), -1);
+    int64_t check = 0;
+    std::vector<int32_t> work(n);
+    for (size_t r = 0; r < n; ++r) work[r] = static_cast<int32_t>(r);
+    std::vector<int32_t> todo;
+    while (!work.empty()) {
+      const int32_t r = work.back();
+      work.pop_back();
+      if (productive[static_cast<size_t>(r)]) continue;
+      ++check;
+      todo.assign(1, out_->rule_start(r));
+      stamp[static_cast<size_t>(todo[0])] = check;
+      bool reached = false;
+      while (!todo.empty() && !reached) {
+        const int32_t s = todo.back();
+        todo.pop_back();
+        const compiled_grammar::state& st = out_->at(s);
+        if (st.final) {
+          reached = true;
+          break;
         }
+        const auto visit = [&](int32_t t) {
+          if (t >= 0 && stamp[static_cast<size_t>(t)] != check) {
+            stamp[static_cast<size_t>(t)] = check;
+            todo.push_back(t);
+          }
+        };
+        if (st.consumes) {
+          for (int32_t c = 0; c < out_->num_classes_; ++c) visit(out_->edges_[static_cast<size_t>(st.first_edge + c)]);
+        }
+        for (const compiled_grammar::call& c : st.calls) {
+          if (productive[static_cast<size_t>(c.rule)]) visit(c.target);
+        }
+      }
+      if (!reached) continue;
+      productive[static_cast<size_t>(r)] = true;
+      for (int32_t caller : callers[static_cast<size_t>(r)]) {
+        if (!productive[static_cast<size_t>(caller)]) work.push_back(caller);
       }
     }
     return productive;
@@ -391,6 +421,7 @@ class automaton_builder {
 
   const grammar& g_;
   std::shared_ptr<compiled_grammar> out_;
+  int64_t build_steps_ = 0;
 };
 
 result<std::shared_ptr<const compiled_grammar>> compiled_grammar::compile(const grammar& g) {

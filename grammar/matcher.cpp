@@ -27,6 +27,11 @@ std::vector<std::vector<int32_t>> export_stacks(const stack_walker& w, const std
   for (int32_t n : nodes) out.push_back(w.stack_of(n));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  // An ambiguous grammar's parses can multiply with every token: a matcher
+  // keeps the first kMaxStacks (the end first, where it is one). Masks and
+  // accept() read the same kept set, so they still agree, and every kept
+  // stack is a valid continuation.
+  if (out.size() > matcher::kMaxStacks) out.resize(matcher::kMaxStacks);
   return out;
 }
 

@@ -61,6 +61,7 @@ class token_grammar {
 
 class matcher {
  public:
+  static constexpr size_t kMaxStacks = 256;  // parses kept between tokens
   explicit matcher(std::shared_ptr<const token_grammar> g);
 
   // Reads the token's bytes: false, and nothing changes, when the grammar

@@ -132,6 +132,7 @@ void stack_walker::step(const std::vector<int32_t>& from, uint8_t b, std::vector
   if (out.size() > 1) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (out.size() > kMaxStacks) out.resize(kMaxStacks);
   }
 }
 

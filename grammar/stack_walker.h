@@ -29,6 +29,10 @@ class stack_walker {
   static constexpr int32_t kRoot = -1;
   static constexpr int32_t kUnknown = -2;
   static constexpr int32_t kMaxDepth = 2000;  // deeper stacks are dropped
+  // An ambiguous grammar can hold exponentially many parses: past this many
+  // stacks after a byte, the rest are dropped (what is kept is still only
+  // valid continuations; grammar/matcher.h keeps fewer between tokens).
+  static constexpr size_t kMaxStacks = 4096;
   enum class outcome : uint8_t { rejected, accepted, popped };
 
   // Forgets every node; walks `g` from now on.

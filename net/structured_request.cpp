@@ -79,6 +79,10 @@ maybe_error read_structured_object(element e, output_constraint& out) {
   if (std::string k = f.first_unknown(known); !k.empty()) {
     return bad_request("structured_outputs." + k + ": unknown field", "structured_outputs");
   }
+  if (f.has("whitespace_pattern")) {
+    return bad_request("structured_outputs.whitespace_pattern: not supported; use disable_any_whitespace "
+                       "(or the server's structured_outputs_disable_any_whitespace)", "structured_outputs");
+  }
   int given = 0;
   element x;
   if (f.get("json", x)) {

@@ -68,8 +68,12 @@ sampler_row model_runner::next_token_row(const request_state& r, int32_t spec_in
         for (int32_t j = 0; j < spec_index && ahead->accept(r.drafts[static_cast<size_t>(j)]); ++j) {
         }
       }
-      grammar_mask(ahead ? *ahead : *r.constraint, r.params, r.allowed_mask, storage.mask);
+      const grammar::matcher& at = ahead ? *ahead : *r.constraint;
+      grammar_mask(at, r.params, r.allowed_mask, storage.mask);
       mask = &storage.mask;
+      // Complete: only the end is left, and min_tokens may not hold it back
+      // (else every token would be banned and the row sampled unmasked).
+      if (at.is_terminated()) storage.biases = position_biases{};
     }
     attach_processors(s, *mask, storage.biases);
   }
@@ -99,7 +103,10 @@ void model_runner::grammar_mask(const grammar::matcher& m, const sampling_params
     const auto set = [&](int64_t t) {
       if (t >= 0 && t < vocab_->size()) mask[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
     };
-    if (!p.ignore_eos) {
+    // With ignore_eos an EOS does not end the request, but once the grammar
+    // is complete it is the only token that keeps the text valid (EOS is
+    // special: the text does not show it), so it is allowed then.
+    if (!p.ignore_eos || m.is_terminated()) {
       for (int64_t t : model_->config().eos_token_ids) set(t);
     }
     for (int32_t t : p.stop_token_ids) set(t);

@@ -156,6 +156,31 @@ TEST(Compile, RefusesLeftRecursionNothingAndUndefinedRules) {
   EXPECT_NE(und.error_message().find("'missing'"), std::string::npos) << und.error_message();
 }
 
+// Found in review: repeats of an item that adds no state multiplied without
+// bound (the state limit never saw them); an ambiguous grammar's parses
+// doubled with every token.
+TEST(Compile, RunawayRepeatsAndAmbiguityAreBounded) {
+  output_constraint c;
+  c.kind = output_constraint::regex;
+  c.text = "(((){0,10000}){10000}){10000}";
+  auto r = compile_constraint(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error_message().find("too large"), std::string::npos) << r.error_message();
+
+  const grammar g = ebnf("root ::= s\ns ::= \"x\" s | \"x\" t | \"\"\nt ::= s\n");
+  auto vocab = std::make_shared<const token_vocabulary>(std::vector<std::string>{"x", "xx", "y"}, 3);
+  matcher m(make(g, vocab));
+  std::vector<uint32_t> mask(1);
+  for (int i = 0; i < 60; ++i) {
+    m.fill_mask(mask.data());
+    matcher copy = m;
+    EXPECT_EQ(bit(mask, 1), copy.accept(1));
+    ASSERT_TRUE(bit(mask, 0));
+    ASSERT_TRUE(m.accept(0));
+    EXPECT_TRUE(m.can_end());
+  }
+}
+
 TEST(Compile, TrimsBranchesThatCannotFinish) {
   // "a" then a rule that never ends: only "b" is a way on.
   grammar g;
