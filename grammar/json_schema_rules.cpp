@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_writer.h"
 #include "grammar/json_schema_internal.h"
 
 namespace troupe::grammar::json_schema_detail {
@@ -396,29 +397,8 @@ const char* format_regex(std::string_view format) {
 }
 
 std::string json_quote(std::string_view text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    const auto c = uint8_t(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
+  std::string out;
+  append_json_string(out, text);
   return out;
 }
 
