@@ -59,7 +59,6 @@ class automaton_builder {
     make_classes();
     out_->root_ = g_.root();
     for (size_t r = 0; r < g_.rules().size(); ++r) {
-      out_->rule_names_.push_back(g_.rules()[r].name);
       if (status s = build_rule(static_cast<int32_t>(r)); !s) return std::move(s).take_error();
     }
     if (status s = check_left_recursion(); !s) return std::move(s).take_error();

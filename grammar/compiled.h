@@ -54,7 +54,6 @@ class compiled_grammar {
   int32_t rule_start(int32_t rule) const { return rule_start_[static_cast<size_t>(rule)]; }
   int32_t root_start() const { return rule_start(root_); }
   int32_t num_classes() const { return num_classes_; }
-  const std::string& rule_name(int32_t rule) const { return rule_names_[static_cast<size_t>(rule)]; }
 
  private:
   std::vector<state> states_;
@@ -62,7 +61,6 @@ class compiled_grammar {
   std::array<uint8_t, 256> byte_class_{};
   int32_t num_classes_ = 0;
   std::vector<int32_t> rule_start_;
-  std::vector<std::string> rule_names_;
   int32_t root_ = -1;
   friend class automaton_builder;
 };

@@ -38,7 +38,6 @@ class stack_walker {
   // Forgets every node; walks `g` from now on.
   void reset(const compiled_grammar& g);
   int32_t node(int32_t state, int32_t parent);
-  int32_t state_of(int32_t n) const { return nodes_[static_cast<size_t>(n)].state; }
   // The stack's states, bottom first.
   std::vector<int32_t> stack_of(int32_t n) const;
   int32_t import(const std::vector<int32_t>& stack, int32_t bottom_parent);
