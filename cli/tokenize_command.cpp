@@ -53,7 +53,9 @@ result<std::vector<int32_t>> parse_id_list(const std::string& text) {
   return ids;
 }
 
-// The text to tokenize: --text, or --chat rendered with the chat template.
+// The text to tokenize: --text, or --chat (messages, and tools when the
+// file is a request body that has them) rendered with the chat template
+// (the tokenizer's, or the chat_template key's).
 result<std::string> tokenize_input(const parsed_args& args, const tokenizer& tok) {
   bool has_text = false, has_chat = false, add_gen = false;
   std::string text = flag_value(args, "text", &has_text);
@@ -63,11 +65,13 @@ result<std::string> tokenize_input(const parsed_args& args, const tokenizer& tok
   if (has_text) return text;
   auto json = read_text_file(chat_file);
   if (!json) return make_error("--chat: " + json.error_message());
-  auto messages = parse_chat_messages(*json);
-  if (!messages) return make_error("--chat: " + chat_file + ": " + messages.error_message());
-  auto renderer = chat_renderer::create(tok);
+  auto input = parse_chat_input(*json);
+  if (!input) return make_error("--chat: " + chat_file + ": " + input.error_message());
+  auto template_text = chat_template_text(args.config.chat_template);
+  if (!template_text) return std::move(template_text).take_error();
+  auto renderer = chat_renderer::create(tok, *template_text);
   if (!renderer) return std::move(renderer).take_error();
-  return renderer->render(*messages, add_gen, nullptr);
+  return renderer->render(input->messages, add_gen, input->tools.is_none() ? nullptr : &input->tools);
 }
 
 }  // namespace

@@ -66,6 +66,8 @@ const std::vector<field>& fields() {
       {"allow_runtime_lora_updating", &c::allow_runtime_lora_updating},
       {"lora_allowed_dirs", &c::lora_allowed_dirs},
       {"structured_outputs_disable_any_whitespace", &c::structured_outputs_disable_any_whitespace},
+      {"chat_template", &c::chat_template}, {"tool_call_parser", &c::tool_call_parser},
+      {"enable_auto_tool_choice", &c::enable_auto_tool_choice},
       {"host", &c::host}, {"port", &c::port},
       {"api_key", &c::api_key}, {"http_read_timeout", &c::http_read_timeout},
       {"http_write_timeout", &c::http_write_timeout}, {"drain_timeout", &c::drain_timeout},
@@ -500,6 +502,19 @@ result<parsed_args> parse_args(const std::vector<std::string>& args,
   }
   if (!problems.empty()) return make_error(format_config_problems(problems));
   return parsed;
+}
+
+bool chat_template_is_inline(const std::string& value) {
+  return value.empty() || value.find("{{") != std::string::npos || value.find("{%") != std::string::npos;
+}
+
+result<std::string> chat_template_text(const std::string& value) {
+  if (chat_template_is_inline(value)) return value;
+  std::ifstream in(value, std::ios::binary);
+  if (!in) return make_error("chat_template: cannot read '" + value + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace troupe

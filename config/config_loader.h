@@ -51,6 +51,12 @@ std::vector<std::string> validate_config(const engine_config& config,
 // "invalid configuration (2 problems):\n  - block_size: ...\n  - port: ...".
 std::string format_config_problems(const std::vector<std::string>& problems);
 
+// chat_template as written: "" (the tokenizer's own), the template itself
+// (inline: it holds "{{" or "{%"), or a file. chat_template_text: the
+// template to use ("" for the tokenizer's), or why the file cannot be read.
+bool chat_template_is_inline(const std::string& value);
+result<std::string> chat_template_text(const std::string& value);
+
 // Whether this build has the CUDA backend (compiled where nvcc exists).
 bool cuda_backend_built();
 

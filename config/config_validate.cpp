@@ -3,6 +3,7 @@
 // offending value so the user can find it in their file or command line.
 #include <algorithm>
 #include <charconv>
+#include <fstream>
 #include <initializer_list>
 #include <set>
 #include <utility>
@@ -61,6 +62,10 @@ void check_model_section(const engine_config& c, const model_config* model,
     out.push_back("dtype: '" + c.dtype + "' is not supported by the cpu backend (float32 only)");
   }
   check_one_of("load_format", c.load_format, {"auto", "dummy"}, out);
+  if (!chat_template_is_inline(c.chat_template) && !std::ifstream(c.chat_template)) {
+    out.push_back("chat_template: '" + c.chat_template + "' is neither a readable file nor a template");
+  }
+  check_one_of("tool_call_parser", c.tool_call_parser, {"auto", "none", "hermes", "llama3_json", "mistral"}, out);
   if (c.max_model_len && check_at_least_one("max_model_len", *c.max_model_len, out) && model &&
       model->max_position_embeddings > 0 && *c.max_model_len > model->max_position_embeddings) {
     out.push_back("max_model_len: " + std::to_string(*c.max_model_len) +

@@ -112,6 +112,17 @@ struct engine_config {
   // disable_any_whitespace).
   bool structured_outputs_disable_any_whitespace = false;
 
+  // Chat (docs/tool_calling.md). chat_template: a template replacing the
+  // tokenizer's, as a file or as the template text itself (vLLM's
+  // --chat-template). tool_call_parser: how tool calls are read from the
+  // output (hermes | llama3_json | mistral; auto: the one the chat
+  // template's tool format implies; none). enable_auto_tool_choice false
+  // refuses tool_choice "auto"; "required" and named functions are served
+  // with or without a parser.
+  std::string chat_template;
+  std::string tool_call_parser = "auto";
+  bool enable_auto_tool_choice = true;
+
   // Not a configuration key: what the command runs the engine for. Offline
   // commands (generate, bench throughput/latency) get vLLM's larger token
   // budget by default.

@@ -9,6 +9,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
+#include "grammar/structural.h"
 
 namespace troupe {
 
@@ -19,6 +20,7 @@ const char* constraint_kind_name(int32_t kind) {
     case output_constraint::regex: return "regex";
     case output_constraint::choice: return "choice";
     case output_constraint::ebnf: return "grammar";
+    case output_constraint::structural: return "structural";
     default: return "none";
   }
 }
@@ -42,6 +44,7 @@ result<grammar> grammar_of(const output_constraint& c) {
     case output_constraint::json_object: return json_object_grammar(options);
     case output_constraint::regex: return regex_grammar(c.text);
     case output_constraint::ebnf: return parse_ebnf(c.text);
+    case output_constraint::structural: return structural_grammar(c.text, options);
     case output_constraint::choice: {
       if (c.choices.empty()) return make_error("choice: the list of choices is empty");
       grammar g;

@@ -11,9 +11,11 @@
 namespace troupe {
 
 struct output_constraint {
-  enum kind_t : int32_t { none = 0, json_schema, json_object, regex, choice, ebnf };
+  enum kind_t : int32_t { none = 0, json_schema, json_object, regex, choice, ebnf, structural };
   int32_t kind = none;
-  std::string text;                  // the schema (JSON text), regex or grammar
+  // The schema (JSON text), regex, grammar, or structural spec (JSON text,
+  // grammar/structural.h: forced tool calls).
+  std::string text;
   std::vector<std::string> choices;  // choice: the output is exactly one of these
   // Options (grammar/json_schema.h's json_options): JSON whitespace
   // between tokens or the compact form; strict: absent

@@ -227,6 +227,19 @@ int32_t grammar::add(node n) {
   return static_cast<int32_t>(nodes_.size() - 1);
 }
 
+int32_t grammar::embed(const grammar& other) {
+  TROUPE_CHECK(other.root_ >= 0);
+  const auto node_base = static_cast<int32_t>(nodes_.size());
+  const auto rule_base = static_cast<int32_t>(rules_.size());
+  for (node n : other.nodes_) {
+    for (int32_t& item : n.items) item += node_base;
+    if (n.kind == node::rule_ref) n.rule += rule_base;
+    nodes_.push_back(std::move(n));
+  }
+  for (const rule& r : other.rules_) rules_.push_back({r.name, r.body < 0 ? -1 : r.body + node_base});
+  return other.root_ + rule_base;
+}
+
 int32_t grammar::bytes(const byte_set& s) {
   node n;
   n.kind = node::bytes;

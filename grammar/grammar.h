@@ -67,6 +67,10 @@ class grammar {
     return r;
   }
   int32_t find_rule(std::string_view name) const;  // -1 when none
+  // Copies every node and rule of `other` into this grammar (rule names
+  // kept, references renumbered) and returns the index of other's root rule
+  // here. REQUIRES: other.root() >= 0.
+  int32_t embed(const grammar& other);
 
   const std::vector<node>& nodes() const { return nodes_; }
   const std::vector<rule>& rules() const { return rules_; }

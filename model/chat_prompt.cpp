@@ -30,12 +30,35 @@ result<value> normalize_content(const value& content, size_t index) {
   return value(joined);
 }
 
-}  // namespace
+// An assistant message's tool_calls with each function's arguments parsed
+// from JSON text (OpenAI's form) into the value templates expect.
+result<value> normalize_tool_calls(const value& calls, size_t index) {
+  const std::string where = "messages[" + std::to_string(index) + "].tool_calls";
+  if (!calls.is_array()) return make_error(where + ": expected a list");
+  value_array out;
+  for (size_t j = 0; j < calls.as_array().size(); ++j) {
+    const value& call = calls.as_array()[j];
+    const std::string at = where + "[" + std::to_string(j) + "]";
+    const value function = call.is_object() ? call.member("function") : value();
+    if (!function.is_object() || !function.member("name").is_string()) {
+      return make_error(at + ": expected {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+    }
+    value_object f = function.as_object();
+    const value arguments = function.member("arguments");
+    if (arguments.is_string()) {
+      auto parsed = parse_json_value(arguments.as_string());
+      if (!parsed) return make_error(at + ".function.arguments: not valid JSON: " + parsed.error_message());
+      f.set("arguments", std::move(parsed).value());
+    }
+    value_object c = call.as_object();
+    c.set("function", value(std::move(f)));
+    out.push_back(value(std::move(c)));
+  }
+  return value(std::move(out));
+}
 
-result<value> parse_chat_messages(std::string_view json) {
-  auto doc = parse_json_value(json);
-  if (!doc) return std::move(doc).take_error();
-  value list = doc->is_object() ? doc->member("messages") : *doc;
+result<value> messages_of(const value& doc) {
+  value list = doc.is_object() ? doc.member("messages") : doc;
   if (!list.is_array()) {
     return make_error("expected {\"messages\": [...]} or a list of messages");
   }
@@ -53,6 +76,10 @@ result<value> parse_chat_messages(std::string_view json) {
         auto content = normalize_content(v, index);
         if (!content) return std::move(content).take_error();
         copy.set(key, std::move(content.value()));
+      } else if (key == "tool_calls" && !v.is_none()) {
+        auto calls = normalize_tool_calls(v, index);
+        if (!calls) return std::move(calls).take_error();
+        copy.set(key, std::move(calls).value());
       } else {
         copy.set(key, v);
       }
@@ -64,12 +91,31 @@ result<value> parse_chat_messages(std::string_view json) {
   return value(std::move(out));
 }
 
-result<chat_renderer> chat_renderer::create(const tokenizer& tok) {
-  if (tok.chat_template().empty()) {
+}  // namespace
+
+result<value> parse_chat_messages(std::string_view json) {
+  auto doc = parse_json_value(json);
+  if (!doc) return std::move(doc).take_error();
+  return messages_of(*doc);
+}
+
+result<chat_input> parse_chat_input(std::string_view json) {
+  auto doc = parse_json_value(json);
+  if (!doc) return std::move(doc).take_error();
+  auto messages = messages_of(*doc);
+  if (!messages) return std::move(messages).take_error();
+  value tools = doc->is_object() ? doc->member("tools") : value();
+  if (tools.is_undefined()) tools = value::none();
+  return chat_input{std::move(messages).value(), std::move(tools)};
+}
+
+result<chat_renderer> chat_renderer::create(const tokenizer& tok, const std::string& template_text) {
+  const std::string& source = template_text.empty() ? tok.chat_template() : template_text;
+  if (source.empty()) {
     return make_error("the tokenizer has no chat template (tokenizer_config.json has no "
-                      "chat_template)");
+                      "chat_template; the chat_template config key gives one)");
   }
-  auto tmpl = chat_template::parse(tok.chat_template());
+  auto tmpl = chat_template::parse(source);
   if (!tmpl) return make_error("chat template: " + tmpl.error_message());
   value_object specials;
   for (const auto& [key, token] : tok.special_tokens_map()) specials.set(key, value(token));

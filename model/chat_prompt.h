@@ -20,13 +20,25 @@ namespace troupe {
 // Messages from JSON text: {"messages": [...]} or a bare array of messages.
 // Each message must be an object with a string "role"; "content" may be a
 // string, null, or a list of {"type": "text", "text": ...} parts (joined, as
-// vLLM does for text-only models).
+// vLLM does for text-only models). An assistant message's tool_calls keep
+// their shape, each function's "arguments" JSON text parsed into its value
+// (templates write it with tojson, as vLLM hands it to them).
 result<value> parse_chat_messages(std::string_view json);
+
+// A chat request body's messages (as parse_chat_messages) and its tools as
+// given (none when absent), for the template.
+struct chat_input {
+  value messages;
+  value tools;
+};
+result<chat_input> parse_chat_input(std::string_view json);
 
 class chat_renderer {
  public:
-  // Errors: the tokenizer has no chat_template, or it does not parse.
-  static result<chat_renderer> create(const tokenizer& tok);
+  // The tokenizer's chat template, or `template_text` when not empty (the
+  // chat_template config key's text). Errors: there is none, or it does not
+  // parse.
+  static result<chat_renderer> create(const tokenizer& tok, const std::string& template_text = "");
 
   result<std::string> render(const value& messages, bool add_generation_prompt,
                              const value* tools,

@@ -18,9 +18,34 @@ const char* openai_finish_reason(finish_reason r) {
 
 namespace {
 
-void write_finish(json_writer& w, finish_reason r) {
+void write_finish(json_writer& w, const char* name) {
   w.key("finish_reason");
-  if (const char* name = openai_finish_reason(r)) w.value(name); else w.null();
+  if (name != nullptr) w.value(name); else w.null();
+}
+
+// OpenAI's tool_calls entries: a call's first delta has its id, type and
+// name, the others only their arguments' next fragment.
+void write_tool_call_deltas(json_writer& w, const std::vector<tool_call_delta>& calls) {
+  w.key("tool_calls").begin_array();
+  for (const tool_call_delta& d : calls) {
+    w.begin_object().key("index").value(static_cast<int64_t>(d.index));
+    if (!d.id.empty()) w.key("id").value(d.id).key("type").value("function");
+    w.key("function").begin_object();
+    if (!d.id.empty()) w.key("name").value(d.name);
+    w.key("arguments").value(d.arguments).end_object().end_object();
+  }
+  w.end_array();
+}
+
+void merge(tool_stream_delta& into, tool_stream_delta more) {
+  into.content += more.content;
+  for (tool_call_delta& d : more.calls) {
+    if (!into.calls.empty() && into.calls.back().index == d.index) {
+      into.calls.back().arguments += d.arguments;
+    } else {
+      into.calls.push_back(std::move(d));
+    }
+  }
 }
 
 std::string sse(const std::string& json) { return "data: " + json + "\n\n"; }
@@ -36,7 +61,14 @@ int64_t num_chars(const std::string& text) {
 }  // namespace
 
 generation::generation(generation_context ctx)
-    : ctx_(std::move(ctx)), choices_(ctx_.choice_prompt_ids.size()) {}
+    : ctx_(std::move(ctx)), choices_(ctx_.choice_prompt_ids.size()) {
+  for (choice_state& c : choices_) c.tools = ctx_.tool_calls;
+}
+
+const char* generation::finish_name(const choice_state& c, finish_reason r) const {
+  const bool called = c.call_sent || (c.tools && !c.tools->calls().empty());
+  return r == finish_reason::stop && called ? "tool_calls" : openai_finish_reason(r);
+}
 
 std::string generation::token_text(int32_t id) const {
   if (ctx_.tok == nullptr) return "token_id:" + std::to_string(id);
@@ -156,7 +188,7 @@ std::string generation::stream_start() {
   return out;
 }
 
-std::string generation::chunk(size_t i, const request_output& out) {
+std::string generation::chunk(size_t i, const request_output& out, const tool_stream_delta* tools) {
   const bool chat = ctx_.kind == generation_kind::chat;
   json_writer w;
   w.begin_object().key("id").value(ctx_.id);
@@ -166,7 +198,13 @@ std::string generation::chunk(size_t i, const request_output& out) {
   choice_state& c = choices_[i];
   const bool echo_now = ctx_.echo && !c.echoed;  // the first chunk carries the prompt
   c.echoed = c.echoed || ctx_.echo;
-  if (chat) {
+  if (chat && tools != nullptr) {
+    w.key("delta").begin_object();
+    if (!tools->content.empty() || tools->calls.empty()) w.key("content").value(tools->content);
+    if (!tools->calls.empty()) write_tool_call_deltas(w, tools->calls);
+    w.end_object();
+    c.call_sent = c.call_sent || !tools->calls.empty();
+  } else if (chat) {
     w.key("delta").begin_object().key("content").value(out.text).end_object();
   } else {
     w.key("text").value(echo_now ? ctx_.choice_prompt_text[i] + out.text : out.text);
@@ -177,7 +215,7 @@ std::string generation::chunk(size_t i, const request_output& out) {
   } else {
     write_logprobs(w, out.logprobs, c.text_offset);
   }
-  write_finish(w, out.finish);
+  write_finish(w, finish_name(c, out.finish));
   if (ctx_.return_token_ids || ctx_.tok == nullptr) w.key("token_ids").array(out.new_token_ids);
   w.end_object().end_array().end_object();
   return sse(w.str());
@@ -209,10 +247,20 @@ std::string generation::on_output(size_t i, const request_output& given) {
       first_error_unavailable_ = out.unavailable;
     }
   }
+  tool_stream_delta tools;
+  if (c.tools) {
+    tools = c.tools->feed(out.text);
+    if (out.finish != finish_reason::none) merge(tools, c.tools->finish());
+  }
   if (!ctx_.stream) return "";
   std::string bytes;
-  if (!out.new_token_ids.empty() || !out.text.empty() || out.finish != finish_reason::none) {
-    bytes = chunk(i, out);
+  if (c.tools) {
+    // Text held back (it may open a call) waits; token ids and logprobs do not.
+    const bool more = !tools.empty() || !out.logprobs.empty() ||
+                      ((ctx_.return_token_ids || ctx_.tok == nullptr) && !out.new_token_ids.empty());
+    if (more || out.finish != finish_reason::none) bytes = chunk(i, out, &tools);
+  } else if (!out.new_token_ids.empty() || !out.text.empty() || out.finish != finish_reason::none) {
+    bytes = chunk(i, out, nullptr);
   }
   if (out.unavailable && !unavailable_sent_) {
     // The headers (200) are out: the stream says it in OpenAI's error
@@ -268,7 +316,21 @@ std::string generation::response_body() const {
     w.begin_object().key("index").value(static_cast<int64_t>(i));
     if (chat) {
       w.key("message").begin_object().key("role").value("assistant");
-      w.key("content").value(c.text).end_object();
+      if (!c.tools) {
+        w.key("content").value(c.text);
+      } else {
+        const std::optional<std::string>& content = c.tools->content();
+        w.key("content");
+        if (content) w.value(*content); else w.null();
+        w.key("tool_calls").begin_array();
+        for (const tool_call& call : c.tools->calls()) {
+          w.begin_object().key("id").value(call.id).key("type").value("function");
+          w.key("function").begin_object().key("name").value(call.name);
+          w.key("arguments").value(call.arguments).end_object().end_object();
+        }
+        w.end_array();
+      }
+      w.end_object();
     } else {
       w.key("text").value(ctx_.echo ? ctx_.choice_prompt_text[i] + c.text : c.text);
     }
@@ -279,7 +341,7 @@ std::string generation::response_body() const {
     } else {
       write_logprobs(w, c.logprobs, offset);
     }
-    write_finish(w, c.finish);
+    write_finish(w, finish_name(c, c.finish));
     w.key("stop_reason");
     if (c.stop_reason.empty()) w.null(); else w.value(c.stop_reason);
     if (ctx_.return_token_ids || ctx_.tok == nullptr) {

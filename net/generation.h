@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/messages.h"
 #include "model/tokenizer/tokenizer.h"
 #include "net/api_error.h"
+#include "net/tool_parser.h"
 
 namespace troupe {
 
@@ -41,6 +43,11 @@ struct generation_context {
   // vLLM's prompt_logprobs: completions choices (chat: the response) carry
   // `prompt_logprobs` ([null, {id: {logprob, rank, decoded_token}}, ...]).
   bool return_prompt_logprobs = false;
+  // Chat with tools (net/tool_request.h): how each choice's text is read
+  // for calls; nullopt: it is not. The response then carries
+  // message.tool_calls (stream: delta.tool_calls) and finish_reason
+  // "tool_calls" when a call was made.
+  std::optional<tool_call_stream> tool_calls;
 };
 
 class generation {
@@ -77,8 +84,15 @@ class generation {
     int64_t text_offset = 0;  // completions logprobs text_offset so far
     std::vector<token_logprobs> prompt_logprobs;  // prompt positions 1.. (as computed)
     bool echoed = false;  // stream: the prompt went out with the first chunk
+    std::optional<tool_call_stream> tools;  // ctx_.tool_calls' copy
+    bool call_sent = false;                 // stream: a tool call went out
   };
-  std::string chunk(size_t choice, const request_output& out);
+  // tools: the choice's content and call deltas (chat with tools), else
+  // out.text is the content.
+  std::string chunk(size_t choice, const request_output& out, const tool_stream_delta* tools);
+  // finish_reason's name: "tool_calls" for a choice that stopped after
+  // making calls.
+  const char* finish_name(const choice_state& c, finish_reason r) const;
   void write_usage(class json_writer& w) const;
   // `lps`, preceded with echo by the prompt: a first token without logprobs
   // (`first_prompt_token`, -1: none) and the prompt logprobs.

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <random>
 
+#include "grammar/constraint_cache.h"
 #include "net/openai_request.h"
 #include "net/routes.h"
 
@@ -179,13 +180,53 @@ route_result api_routes::chat(std::string_view body) const {
   chat_request& r = std::get<chat_request>(parsed);
   if (auto e = check_model(r.common.model)) return error_reply(*e);
   if (!renderer_) return error_reply(bad_request("messages: " + renderer_error_, "messages"));
-  auto messages = parse_chat_messages(body);
-  if (!messages) return error_reply(bad_request("messages: " + messages.error_message(), "messages"));
-  auto text = renderer_->render(*messages, r.add_generation_prompt, nullptr);
+  auto input = parse_chat_input(body);
+  if (!input) return error_reply(bad_request("messages: " + input.error_message(), "messages"));
+  // The template sees the tools whenever they are given (tool_choice none
+  // too, as vLLM renders them).
+  const value* tools = input->tools.is_none() ? nullptr : &input->tools;
+  auto text = renderer_->render(input->messages, r.add_generation_prompt, tools);
   if (!text) return error_reply(bad_request("messages: " + text.error_message(), "messages"));
+  if (auto e = apply_tools(r.tools, r.common)) return error_reply(*e);
   std::vector<std::vector<int32_t>> prompts{tok_->encode(*text, false)};
   if (auto e = finish_params(r.common.model, r.common, prompts, true)) return error_reply(*e);
-  return prepare(generation_kind::chat, r.common, std::move(prompts), r.logprobs);
+  prepared_generation g = prepare(generation_kind::chat, r.common, std::move(prompts), r.logprobs);
+  g.ctx.tool_calls = tool_stream_for(r.tools, tool_parser_);
+  return g;
+}
+
+std::optional<api_error> api_routes::apply_tools(const tool_request& tools, generation_request& r) const {
+  if (tools.mode == tool_request::choice::automatic && (!tool_parser_ || !auto_tools_)) {
+    return bad_request(std::string("tool_choice: \"auto\" needs a tool call parser: ") +
+                       (auto_tools_ ? "this model's chat template implies none; set tool_call_parser "
+                                      "(hermes, llama3_json or mistral)"
+                                    : "enable_auto_tool_choice is false on this server") +
+                       ", or send tool_choice \"required\", a named function or \"none\"", "tool_choice");
+  }
+  // The mistral parser reads [TOOL_CALLS], a special token (as vLLM's adjust_request).
+  if (tools.mode != tool_request::choice::none && tool_parser_ == tool_parser_kind::mistral) {
+    r.params.skip_special_tokens = false;
+  }
+  if (!tools.forced()) return std::nullopt;
+  if (is_constrained(r.params.structured)) {
+    return bad_request("tool_choice: a forced tool call cannot be combined with response_format or "
+                       "structured_outputs", "tool_choice");
+  }
+  for (size_t i = 0; i < tools.tools.size(); ++i) {  // each schema's problem, named
+    const tool_function& t = tools.tools[i];
+    if (t.parameters.empty() || (tools.mode == tool_request::choice::named && t.name != tools.named)) continue;
+    output_constraint schema;
+    schema.kind = output_constraint::json_schema;
+    schema.text = t.parameters;
+    schema.strict = t.strict;
+    auto compiled = grammar::compile_constraint(schema);
+    if (!compiled) {
+      return bad_request("tools[" + std::to_string(i) + "].function.parameters: " + compiled.error_message(),
+                         "tools");
+    }
+  }
+  r.params.structured = forced_tool_constraint(tools, tool_parser_);
+  return std::nullopt;
 }
 
 }  // namespace troupe

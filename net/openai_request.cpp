@@ -227,11 +227,14 @@ parse_result<chat_request> parse_chat_request(std::string_view body) {
   if (auto* e = std::get_if<api_error>(&obj)) return *e;
   const field_reader f(std::get<object>(obj));
   chat_request r;
-  if (auto e = reject_unsupported(f, {"tools", "tool_choice", "functions",
-                                      "function_call"})) {
-    return *e;
+  for (std::string_view legacy : {"functions", "function_call"}) {
+    if (f.has(legacy)) {
+      return bad_request(std::string(legacy) + ": deprecated by OpenAI and not served; send tools and "
+                         "tool_choice", std::string(legacy));
+    }
   }
   if (auto e = read_generation(f, r.common)) return *e;
+  if (auto e = read_tool_request(f, r.tools)) return *e;
   int64_t max_completion_tokens = 0;
   if (auto e = f.read_int("max_completion_tokens", max_completion_tokens)) return *e;
   if (f.has("max_completion_tokens")) r.common.max_tokens = max_completion_tokens;
@@ -251,7 +254,8 @@ parse_result<chat_request> parse_chat_request(std::string_view body) {
   // store, metadata, service_tier, reasoning_effort, and modalities (text).
   if (auto e = reject_unknown(f, {"messages", "max_completion_tokens",
                                   "logprobs", "top_logprobs", "add_generation_prompt", "store",
-                                  "metadata", "service_tier", "reasoning_effort", "modalities"})) {
+                                  "metadata", "service_tier", "reasoning_effort", "modalities",
+                                  "tools", "tool_choice", "parallel_tool_calls"})) {
     return *e;
   }
   element modalities;

@@ -18,6 +18,7 @@
 
 #include "actors/sampling_params.h"
 #include "net/api_error.h"
+#include "net/tool_request.h"
 
 namespace troupe {
 
@@ -50,7 +51,9 @@ struct chat_request {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool add_generation_prompt = true;
-  // The messages are parsed from the same body by parse_chat_messages.
+  tool_request tools;  // tools, tool_choice, parallel_tool_calls
+  // The messages (and the tools for the template) are parsed from the same
+  // body by parse_chat_input.
 };
 
 struct tokenize_request {

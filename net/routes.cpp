@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "common/json_writer.h"
+#include "config/config_loader.h"
 #include "net/openai_request.h"
 
 namespace troupe {
@@ -64,11 +65,16 @@ api_routes::api_routes(engine& eng, const engine_config& config)
                           "(distributed_port)";
   }
   if (tok_ != nullptr) {
-    auto r = chat_renderer::create(*tok_);
+    auto text = chat_template_text(config.chat_template);
+    auto r = text ? chat_renderer::create(*tok_, *text) : result<chat_renderer>(std::move(text).take_error());
     if (r) renderer_.emplace(std::move(r).value()); else renderer_error_ = r.error_message();
+    const std::string& tmpl = text && !text->empty() ? *text : tok_->chat_template();
+    tool_parser_ = config.tool_call_parser == "auto" ? detect_tool_parser(tmpl)
+                                                    : tool_parser_by_name(config.tool_call_parser);
   } else {
     renderer_error_ = "the model is served without a tokenizer";
   }
+  auto_tools_ = config.enable_auto_tool_choice;
 }
 
 route_result api_routes::handle(const http_request_view& req) const {
@@ -197,9 +203,10 @@ http_reply api_routes::tokenize(std::string_view body) const {
   std::string text = r.prompt;
   if (r.has_messages) {
     if (!renderer_) return error_reply(bad_request("messages: " + renderer_error_, "messages"));
-    auto messages = parse_chat_messages(body);
-    if (!messages) return error_reply(bad_request("messages: " + messages.error_message(), "messages"));
-    auto rendered = renderer_->render(*messages, r.add_generation_prompt, nullptr);
+    auto input = parse_chat_input(body);
+    if (!input) return error_reply(bad_request("messages: " + input.error_message(), "messages"));
+    const value* tools = input->tools.is_none() ? nullptr : &input->tools;
+    auto rendered = renderer_->render(input->messages, r.add_generation_prompt, tools);
     if (!rendered) return error_reply(bad_request("messages: " + rendered.error_message(), "messages"));
     text = std::move(rendered).value();
   }

@@ -111,6 +111,14 @@ class api_routes {
   // in this process).
   bool any_whitespace_ = true;
   std::string structured_refusal_;
+  // Tool calling (docs/tool_calling.md): the parser that reads calls from
+  // the output (tool_call_parser, or the one the chat template implies),
+  // and whether tool_choice "auto" is served.
+  std::optional<tool_parser_kind> tool_parser_;
+  bool auto_tools_ = true;
+  // A chat request's tools applied to its parameters and context: the
+  // constraint of a forced choice, the parser of the response.
+  std::optional<api_error> apply_tools(const tool_request& tools, generation_request& r) const;
 };
 
 }  // namespace troupe

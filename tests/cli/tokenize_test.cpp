@@ -77,7 +77,15 @@ TEST(tokenize_cli_errors, clear_messages) {
                              (dir / "chat.json").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "troupe: error: the tokenizer has no chat template (tokenizer_config.json has "
-                   "no chat_template)\n");
+                   "no chat_template; the chat_template config key gives one)\n");
+  // The chat_template key gives one (inline text here), tools included.
+  dir.write("request.json", "{\"messages\": [{\"role\":\"user\",\"content\":\"hi\"}], "
+                            "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}");
+  r = run_troupe({"tokenize", "--tokenizer", tok_dir("llama2"), "--chat", (dir / "request.json").string(),
+                  "--chat-template", "{% for t in tools %}<{{ t.function.name }}>{% endfor %}"
+                                     "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"text\":\"<f>[user]hi\""), std::string::npos) << r.out;
   dir.write("bad.json", "[{\"content\":\"hi\"}]");
   r = run_troupe({"tokenize", "--tokenizer", tok_dir("qwen3"), "--chat", (dir / "bad.json").string()});
   EXPECT_EQ(r.exit_code, 2);

@@ -23,7 +23,7 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 48u);
+  ASSERT_EQ(keys.size(), 51u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
@@ -40,7 +40,10 @@ TEST(config_keys, are_every_schema_key_in_order) {
   EXPECT_EQ(keys[36], "allow_runtime_lora_updating");
   EXPECT_EQ(keys[37], "lora_allowed_dirs");
   EXPECT_EQ(keys[38], "structured_outputs_disable_any_whitespace");
-  EXPECT_EQ(keys[39], "host");
+  EXPECT_EQ(keys[39], "chat_template");
+  EXPECT_EQ(keys[40], "tool_call_parser");
+  EXPECT_EQ(keys[41], "enable_auto_tool_choice");
+  EXPECT_EQ(keys[42], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 
@@ -437,6 +440,11 @@ TEST(validate_config, model_section) {
             problems{"dtype: 'fp8' is not one of auto, float32, bfloat16, float16"});
   EXPECT_EQ(problems_with([](auto& c) { c.load_format = "pt"; }),
             problems{"load_format: 'pt' is not one of auto, dummy"});
+  EXPECT_EQ(problems_with([](auto& c) { c.chat_template = "/no/such/template.jinja"; }),
+            problems{"chat_template: '/no/such/template.jinja' is neither a readable file nor a template"});
+  EXPECT_EQ(problems_with([](auto& c) { c.chat_template = "{{ messages[0].content }}"; }), problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.tool_call_parser = "pythonic"; }),
+            problems{"tool_call_parser: 'pythonic' is not one of auto, none, hermes, llama3_json, mistral"});
   EXPECT_EQ(problems_with([](auto& c) { c.max_model_len = 0; }),
             problems{"max_model_len: 0 must be >= 1"});
   EXPECT_EQ(problems_with([](auto& c) { c.max_model_len = 8192; }, &m),

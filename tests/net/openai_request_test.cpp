@@ -75,7 +75,8 @@ TEST(openai_request, type_errors_name_the_field) {
             "stream_options: only allowed when stream is true");
   EXPECT_EQ(err(parse_chat_request(R"({"messages":[],"top_logprobs":2})")), "top_logprobs: requires logprobs to be true");
   EXPECT_EQ(err(parse_chat_request(R"({"model":"m"})")), "messages: required");
-  EXPECT_EQ(err(parse_chat_request(R"({"messages":[],"tool_choice":"auto"})")), "tool_choice: not supported yet");
+  EXPECT_EQ(err(parse_chat_request(R"({"messages":[],"tool_choice":"auto"})")),
+            "tool_choice: needs tools (a non-empty list of functions)");
   // null means absent.
   EXPECT_FALSE(ok(parse_completion_request(R"({"prompt":[1],"max_tokens":null})")).common.max_tokens.has_value());
 }

@@ -107,7 +107,11 @@ TEST_F(server_errors, unsupported_chat_fields) {
   const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
   EXPECT_EQ(expect_error(post("/v1/chat/completions", "{" + msgs + R"(,"tools":[{"type":"function"}]})"), 400,
                          "BadRequestError"),
-            "tools: not supported yet");
+            "tools[0]: expected {\"type\": \"function\", \"function\": {\"name\", \"description\", "
+            "\"parameters\"}}");
+  EXPECT_EQ(expect_error(post("/v1/chat/completions", "{" + msgs + R"(,"function_call":"auto"})"), 400,
+                         "BadRequestError"),
+            "function_call: deprecated by OpenAI and not served; send tools and tool_choice");
   EXPECT_EQ(expect_error(post("/v1/completions", R"({"prompt":[1],"response_format":{"type":"json_object"}})"),
                          400, "BadRequestError"),
             "structured outputs need a tokenizer; this model is served without one");

@@ -281,6 +281,72 @@ describe('qwen3 dummy deployment (text)', () => {
         (e) => e instanceof OpenAI.BadRequestError && /position/.test(e.message));
     });
 
+  it('tool calling round trip: tools + tool_choice required -> tool_calls -> a tool message -> an answer, ' +
+     'streamed and not', CASE, async () => {
+    const tools = [{
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The weather in a city',
+        strict: true,
+        parameters: {
+          type: 'object',
+          properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] }, unit: { type: 'string', enum: ['c', 'f'] } },
+          required: ['city', 'unit'],
+          additionalProperties: false,
+        },
+      },
+    }];
+    const weather = ({ city, unit }) => JSON.stringify({ city, temperature: unit === 'c' ? 21 : 70 });
+    const ask = [{ role: 'user', content: 'What is the weather in Paris?' }];
+    const answer = async (messages) => {
+      const r = await oai.chat.completions.create({ model: QWEN3, messages, tools, max_tokens: 6, seed: 1 });
+      const c = r.choices[0];
+      assert.ok(['stop', 'length'].includes(c.finish_reason), c.finish_reason);
+      assert.equal(typeof c.message.content, 'string');
+      assert.deepEqual(c.message.tool_calls, []);
+    };
+    for (const seed of [1, 2]) {
+      // Not streamed: the client's parse() reads the strict tool's arguments.
+      const r = await oai.beta.chat.completions.parse({
+        model: QWEN3, messages: ask, tools, tool_choice: 'required', parallel_tool_calls: false,
+        max_tokens: 300, seed,
+      });
+      const c = r.choices[0];
+      assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+      assert.equal(c.message.tool_calls.length, 1);
+      const call = c.message.tool_calls[0];
+      assert.equal(call.type, 'function');
+      assert.ok(call.id.startsWith('call_'), call.id);
+      assert.equal(call.function.name, 'get_weather');
+      const args = call.function.parsed_arguments;
+      assert.deepEqual(args, JSON.parse(call.function.arguments));
+      assert.ok(['Paris', 'Oslo'].includes(args.city), call.function.arguments);
+      await answer([...ask, c.message, { role: 'tool', tool_call_id: call.id, content: weather(args) }]);
+    }
+    // Streamed: the client's stream helper puts the tool_calls deltas together.
+    const stream = oai.beta.chat.completions.stream({
+      model: QWEN3, messages: ask, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      max_tokens: 300, seed: 3,
+    });
+    let argumentChunks = 0;
+    stream.on('chunk', (chunk) => {
+      for (const ch of chunk.choices) {
+        for (const d of ch.delta.tool_calls ?? []) if (d.function?.arguments) argumentChunks += 1;
+      }
+    });
+    const done = await stream.finalChatCompletion();
+    const c = done.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.tool_calls.length, 1);
+    const call = c.message.tool_calls[0];
+    assert.equal(call.function.name, 'get_weather');
+    assert.ok(argumentChunks > 1, `arguments came in ${argumentChunks} chunk(s)`);
+    const args = JSON.parse(call.function.arguments);
+    assert.ok(['c', 'f'].includes(args.unit), call.function.arguments);
+    await answer([...ask, c.message, { role: 'tool', tool_call_id: call.id, content: weather(args) }]);
+  });
+
   it('chat: usage equals the counted tokens, finish_reason length', CASE, async () => {
     const tok = await tokenizeMessages(MESSAGES);
     const r = await oai.chat.completions.create({
