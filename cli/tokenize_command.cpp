@@ -71,7 +71,7 @@ result<std::string> tokenize_input(const parsed_args& args, const tokenizer& tok
   if (!template_text) return std::move(template_text).take_error();
   auto renderer = chat_renderer::create(tok, *template_text);
   if (!renderer) return std::move(renderer).take_error();
-  return renderer->render(input->messages, add_gen, input->tools.is_none() ? nullptr : &input->tools);
+  return renderer->render(input->messages, add_gen, input->tools_or_null());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // structural: outputs made of tagged JSON values, the shape of a forced tool
-// call (tool_choice "required" or a named function, net/tool_calls.h):
+// call (tool_choice "required" or a named function, net/tool_request.h):
 //
 //   prefix item (separator item){min_items-1 .. max_items-1} suffix
 //   item ::= begin_1 value_1 end_1 | begin_2 value_2 end_2 | ...

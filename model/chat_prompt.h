@@ -30,6 +30,7 @@ result<value> parse_chat_messages(std::string_view json);
 struct chat_input {
   value messages;
   value tools;
+  const value* tools_or_null() const { return tools.is_none() ? nullptr : &tools; }
 };
 result<chat_input> parse_chat_input(std::string_view json);
 

@@ -66,7 +66,9 @@ generation::generation(generation_context ctx)
 }
 
 const char* generation::finish_name(const choice_state& c, finish_reason r) const {
-  const bool called = c.call_sent || (c.tools && !c.tools->calls().empty());
+  // The final chunk is written after the reader's finish(): streamed or
+  // not, the response's calls decide.
+  const bool called = c.tools && !c.tools->calls().empty();
   return r == finish_reason::stop && called ? "tool_calls" : openai_finish_reason(r);
 }
 
@@ -203,7 +205,6 @@ std::string generation::chunk(size_t i, const request_output& out, const tool_st
     if (!tools->content.empty() || tools->calls.empty()) w.key("content").value(tools->content);
     if (!tools->calls.empty()) write_tool_call_deltas(w, tools->calls);
     w.end_object();
-    c.call_sent = c.call_sent || !tools->calls.empty();
   } else if (chat) {
     w.key("delta").begin_object().key("content").value(out.text).end_object();
   } else {

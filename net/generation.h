@@ -85,13 +85,12 @@ class generation {
     std::vector<token_logprobs> prompt_logprobs;  // prompt positions 1.. (as computed)
     bool echoed = false;  // stream: the prompt went out with the first chunk
     std::optional<tool_call_stream> tools;  // ctx_.tool_calls' copy
-    bool call_sent = false;                 // stream: a tool call went out
   };
   // tools: the choice's content and call deltas (chat with tools), else
   // out.text is the content.
   std::string chunk(size_t choice, const request_output& out, const tool_stream_delta* tools);
   // finish_reason's name: "tool_calls" for a choice that stopped after
-  // making calls.
+  // making calls (its reader's final calls).
   const char* finish_name(const choice_state& c, finish_reason r) const;
   void write_usage(class json_writer& w) const;
   // `lps`, preceded with echo by the prompt: a first token without logprobs

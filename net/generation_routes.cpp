@@ -184,8 +184,7 @@ route_result api_routes::chat(std::string_view body) const {
   if (!input) return error_reply(bad_request("messages: " + input.error_message(), "messages"));
   // The template sees the tools whenever they are given (tool_choice none
   // too, as vLLM renders them).
-  const value* tools = input->tools.is_none() ? nullptr : &input->tools;
-  auto text = renderer_->render(input->messages, r.add_generation_prompt, tools);
+  auto text = renderer_->render(input->messages, r.add_generation_prompt, input->tools_or_null());
   if (!text) return error_reply(bad_request("messages: " + text.error_message(), "messages"));
   if (auto e = apply_tools(r.tools, r.common)) return error_reply(*e);
   std::vector<std::vector<int32_t>> prompts{tok_->encode(*text, false)};
@@ -212,20 +211,21 @@ std::optional<api_error> api_routes::apply_tools(const tool_request& tools, gene
     return bad_request("tool_choice: a forced tool call cannot be combined with response_format or "
                        "structured_outputs", "tool_choice");
   }
-  for (size_t i = 0; i < tools.tools.size(); ++i) {  // each schema's problem, named
-    const tool_function& t = tools.tools[i];
-    if (t.parameters.empty() || (tools.mode == tool_request::choice::named && t.name != tools.named)) continue;
-    output_constraint schema;
-    schema.kind = output_constraint::json_schema;
-    schema.text = t.parameters;
-    schema.strict = t.strict;
-    auto compiled = grammar::compile_constraint(schema);
-    if (!compiled) {
-      return bad_request("tools[" + std::to_string(i) + "].function.parameters: " + compiled.error_message(),
-                         "tools");
-    }
+  if (!structured_refusal_.empty()) {
+    return bad_request("tool_choice: \"required\" and named functions are enforced with structured "
+                       "outputs, and " + structured_refusal_, "tool_choice");
   }
   r.params.structured = forced_tool_constraint(tools, tool_parser_);
+  // Compiled here (then cached for the worker) so that a schema's problem
+  // names its tool.
+  auto compiled = grammar::compile_constraint(r.params.structured);
+  if (!compiled) {
+    std::string message = compiled.error_message();
+    const int64_t tool = tool_of_constraint_error(tools, message);
+    if (tool < 0) return bad_request("tool_choice: " + message, "tool_choice");
+    if (message.rfind("items[", 0) == 0) message.erase(0, message.find(": ") + 2);
+    return bad_request("tools[" + std::to_string(tool) + "].function.parameters: " + message, "tools");
+  }
   return std::nullopt;
 }
 

@@ -205,8 +205,7 @@ http_reply api_routes::tokenize(std::string_view body) const {
     if (!renderer_) return error_reply(bad_request("messages: " + renderer_error_, "messages"));
     auto input = parse_chat_input(body);
     if (!input) return error_reply(bad_request("messages: " + input.error_message(), "messages"));
-    const value* tools = input->tools.is_none() ? nullptr : &input->tools;
-    auto rendered = renderer_->render(input->messages, r.add_generation_prompt, tools);
+    auto rendered = renderer_->render(input->messages, r.add_generation_prompt, input->tools_or_null());
     if (!rendered) return error_reply(bad_request("messages: " + rendered.error_message(), "messages"));
     text = std::move(rendered).value();
   }

@@ -74,33 +74,45 @@ std::optional<tool_parser_kind> detect_tool_parser(std::string_view chat_templat
   if (chat_template.find("<tool_call>") != std::string_view::npos) return tool_parser_kind::hermes;
   if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return tool_parser_kind::mistral;
   if (chat_template.find("<|python_tag|>") != std::string_view::npos ||
-      chat_template.find("\"parameters\"") != std::string_view::npos) {
+      (chat_template.find("\"parameters\"") != std::string_view::npos &&
+       chat_template.find("<|eot_id|>") != std::string_view::npos)) {
     return tool_parser_kind::llama3_json;
   }
   return std::nullopt;
 }
 
-tool_call_stream::syntax tool_call_stream::syntax_of(std::optional<tool_parser_kind> kind) {
-  if (!kind) return {"", false, {"[", ",", "]"}, false};  // vLLM's forced JSON array
+// Each syntax once: how it is read, and how a forced call is written.
+const tool_call_syntax& tool_call_syntax_of(std::optional<tool_parser_kind> kind) {
+  static const tool_call_syntax vllm_json{"", false, {"[", ",", "]"}, false,
+                                          "[", "{\"name\": ", ", \"parameters\": ", "}", ", ", "]"};
+  static const tool_call_syntax hermes{"<tool_call>", false, {"<tool_call>", "</tool_call>"}, false,
+                                       "", "<tool_call>\n{\"name\": ", ", \"arguments\": ", "}\n</tool_call>",
+                                       "\n", ""};
+  static const tool_call_syntax llama3_json{"<|python_tag|>", true, {";"}, false,
+                                            "", "{\"name\": ", ", \"parameters\": ", "}", "; ", ""};
+  // Forced without the special [TOOL_CALLS] token: a grammar spells text.
+  static const tool_call_syntax mistral{"[TOOL_CALLS]", false, {"[", ",", "]"}, true,
+                                        "[", "{\"name\": ", ", \"arguments\": ", "}", ", ", "]"};
+  if (!kind) return vllm_json;
   switch (*kind) {
-    case tool_parser_kind::hermes: return {"<tool_call>", false, {"<tool_call>", "</tool_call>"}, false};
-    case tool_parser_kind::llama3_json: return {"<|python_tag|>", true, {";"}, false};
-    case tool_parser_kind::mistral: return {"[TOOL_CALLS]", false, {"[", ",", "]"}, true};
+    case tool_parser_kind::hermes: return hermes;
+    case tool_parser_kind::llama3_json: return llama3_json;
+    case tool_parser_kind::mistral: return mistral;
   }
-  return {};
+  return vllm_json;
 }
 
 tool_call_stream tool_call_stream::parsing(tool_parser_kind kind, bool parallel) {
   const phase p = kind == tool_parser_kind::llama3_json ? phase::content_at_start : phase::content_anywhere;
-  return tool_call_stream(syntax_of(kind), p, parallel);
+  return tool_call_stream(tool_call_syntax_of(kind), p, parallel);
 }
 
 tool_call_stream tool_call_stream::forced(std::optional<tool_parser_kind> kind, bool parallel) {
-  return tool_call_stream(syntax_of(kind), phase::section, parallel);
+  return tool_call_stream(tool_call_syntax_of(kind), phase::section, parallel);
 }
 
 tool_call_stream tool_call_stream::arguments_of(std::string name) {
-  tool_call_stream s(syntax_of(std::nullopt), phase::arguments, false);
+  tool_call_stream s(tool_call_syntax_of(std::nullopt), phase::arguments, false);
   s.obj_.name = std::move(name);
   s.obj_.args_begin = 0;
   return s;
@@ -109,8 +121,8 @@ tool_call_stream tool_call_stream::arguments_of(std::string name) {
 std::string tool_call_stream::new_id() const {
   static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 gen{std::random_device{}()};
-  std::string id = syntax_.short_ids ? "" : "call_";
-  for (int i = 0; i < (syntax_.short_ids ? 9 : 24); ++i) id += alphabet[gen() % (sizeof(alphabet) - 1)];
+  std::string id = syntax_->short_ids ? "" : "call_";
+  for (int i = 0; i < (syntax_->short_ids ? 9 : 24); ++i) id += alphabet[gen() % (sizeof(alphabet) - 1)];
   return id;
 }
 
@@ -133,15 +145,15 @@ bool tool_call_stream::step(bool final, tool_stream_delta& out) {
   };
   switch (phase_) {
     case phase::content_anywhere: {
-      const size_t m = text_.find(syntax_.marker, pos_);
+      const size_t m = text_.find(syntax_->marker, pos_);
       if (m != std::string::npos) {
         send_content(m);
         content_end_ = m;
-        pos_ = m + syntax_.marker.size();
+        pos_ = m + syntax_->marker.size();
         phase_ = phase::section;
         return true;
       }
-      const size_t upto = text_.size() - (final ? 0 : partial_suffix(text_, syntax_.marker));
+      const size_t upto = text_.size() - (final ? 0 : partial_suffix(text_, syntax_->marker));
       send_content(upto);
       pos_ = upto;
       return false;
@@ -154,13 +166,13 @@ bool tool_call_stream::step(bool final, tool_stream_delta& out) {
         return true;
       }
       const std::string_view rest = std::string_view(text_).substr(first);
-      if (rest.substr(0, syntax_.marker.size()) == syntax_.marker) {
-        pos_ = first + syntax_.marker.size();
+      if (rest.substr(0, syntax_->marker.size()) == syntax_->marker) {
+        pos_ = first + syntax_->marker.size();
         phase_ = phase::section;
         return true;
       }
-      if (!final && may_become(rest, {syntax_.marker})) return false;
-      if (syntax_.brace_opens && rest[0] == '{') {
+      if (!final && may_become(rest, {syntax_->marker})) return false;
+      if (syntax_->brace_opens && rest[0] == '{') {
         pos_ = first;
         phase_ = phase::section;
         return true;
@@ -186,14 +198,14 @@ bool tool_call_stream::step(bool final, tool_stream_delta& out) {
         return true;
       }
       const std::string_view rest = std::string_view(text_).substr(pos_);
-      for (const std::string& between : syntax_.between) {
+      for (const std::string& between : syntax_->between) {
         if (rest.substr(0, between.size()) == between) {
           pos_ += between.size();
           return true;
         }
       }
-      if (!final && may_become(rest, syntax_.between)) return false;
-      phase_ = phase::trailing;  // what follows the calls is left out, as vLLM does
+      if (!final && may_become(rest, syntax_->between)) return false;
+      fail();  // not a call: after calls it is left out, before any it is content
       return true;
     }
     case phase::object: {
@@ -349,11 +361,16 @@ void tool_call_stream::end_object(tool_stream_delta& out) {
   phase_ = phase::section;
 }
 
-// Not a call after all: what is left goes out as content (the response
-// without streaming has no calls and the whole text as content).
+// Not a call after all. After calls that completed, the rest is left out
+// (as vLLM's parsers leave text after the calls); before any, the text
+// from the marker on goes out as content, so that the stream's content is
+// the whole text, as the response's is.
 void tool_call_stream::fail() {
-  failed_ = true;
-  content_sent_ = obj_.header_sent ? pos_ : obj_.start;
+  if (!calls_.empty()) {
+    phase_ = phase::trailing;
+    return;
+  }
+  content_sent_ = content_end_;
   phase_ = phase::plain;
 }
 
@@ -368,11 +385,15 @@ tool_stream_delta tool_call_stream::finish() {
     }
     return out;
   }
-  if (failed_ || phase_ == phase::object || calls_.empty()) {
+  if (calls_.empty()) {  // a marker and no call (cut off, malformed): all content
+    if (phase_ == phase::section || phase_ == phase::object) {
+      fail();
+      run(true, out);
+    }
     final_content_ = text_;
     return out;
   }
-  final_calls_ = calls_;
+  final_calls_ = calls_;  // a call cut off after them is left out
   if (content_end_ > 0) final_content_ = text_.substr(0, content_end_);
   return out;
 }

@@ -19,9 +19,11 @@
 // arrive), holding back text that may yet open a call ("<tool_" while
 // "<tool_call>" could follow). Concatenated, the fragments of a call are
 // its arguments exactly as the model wrote them (raw JSON text). After
-// finish(), the response's content and calls: when a call is not well-
-// formed JSON (or was cut off), no calls and the whole text as content, as
-// vLLM answers. Not thread-safe; one per choice.
+// finish(), the response's content and calls: the calls that completed
+// (what follows them, a malformed or cut-off call included, is left out);
+// when none did, no calls and the whole text as content, as vLLM answers,
+// and the stream has sent the whole text as content too. Not thread-safe;
+// one per choice.
 #pragma once
 
 #include <cstddef>
@@ -37,9 +39,23 @@ enum class tool_parser_kind { hermes, llama3_json, mistral };
 std::optional<tool_parser_kind> tool_parser_by_name(std::string_view name);
 const char* tool_parser_name(tool_parser_kind kind);
 // The parser a chat template's tool-call format implies: <tool_call> ->
-// hermes, [TOOL_CALLS] -> mistral, <|python_tag|> or a "parameters"
-// example -> llama3_json; nullopt when it names none of them.
+// hermes, [TOOL_CALLS] -> mistral, <|python_tag|> (or a "parameters"
+// example in a Llama 3 template, <|eot_id|>) -> llama3_json; nullopt when
+// it names none of them.
 std::optional<tool_parser_kind> detect_tool_parser(std::string_view chat_template);
+
+// A parser's syntax: how calls are read, and how a forced call is written
+// (net/tool_request.h shapes the output to it): prefix, then calls
+// head + JSON name + args_key + arguments + tail joined by separator, then
+// suffix. nullopt: vLLM's forced JSON array (no parser).
+struct tool_call_syntax {
+  std::string marker;                // opens the calls ("" none)
+  bool brace_opens = false;          // '{' first opens them (llama3_json)
+  std::vector<std::string> between;  // skipped between calls, with whitespace
+  bool short_ids = false;            // mistral: 9 alphanumerics
+  std::string prefix, head, args_key, tail, separator, suffix;
+};
+const tool_call_syntax& tool_call_syntax_of(std::optional<tool_parser_kind> kind);
 
 struct tool_call {
   std::string id, name, arguments;  // arguments: JSON text
@@ -75,14 +91,7 @@ class tool_call_stream {
 
  private:
   enum class phase { content_anywhere, content_at_start, plain, section, object, trailing, arguments };
-  struct syntax {
-    std::string marker;                // opens the calls ("" none)
-    bool brace_opens = false;          // '{' first opens them (llama3_json)
-    std::vector<std::string> between;  // skipped between calls, with whitespace
-    bool short_ids = false;            // mistral: 9 alphanumerics
-  };
-  static syntax syntax_of(std::optional<tool_parser_kind> kind);
-  tool_call_stream(syntax s, phase p, bool parallel) : syntax_(std::move(s)), phase_(p), parallel_(parallel) {}
+  tool_call_stream(const tool_call_syntax& s, phase p, bool parallel) : syntax_(&s), phase_(p), parallel_(parallel) {}
 
   void run(bool final, tool_stream_delta& out);
   bool step(bool final, tool_stream_delta& out);  // false: wait for more text
@@ -92,14 +101,13 @@ class tool_call_stream {
   void fail();
   std::string new_id() const;
 
-  syntax syntax_;
+  const tool_call_syntax* syntax_;  // static
   phase phase_;
   bool parallel_ = true;
   std::string text_;
   size_t pos_ = 0;          // next byte to read
   size_t content_sent_ = 0; // content sent up to here
   size_t content_end_ = 0;  // the content before the calls
-  bool failed_ = false;
   std::vector<tool_call> calls_;
   // The object being read.
   struct object_scan {

@@ -1,6 +1,7 @@
 #include "net/tool_request.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/json_writer.h"
 #include "grammar/structural.h"
@@ -119,32 +120,32 @@ output_constraint forced_tool_constraint(const tool_request& r, std::optional<to
     c.strict = t.strict;
     return c;
   }
+  const tool_call_syntax& syntax = tool_call_syntax_of(parser);
   grammar::structural_spec spec;
-  std::string head = "{\"name\": ", args_key = ", \"parameters\": ", tail = "}";
-  if (!parser || *parser == tool_parser_kind::mistral) {
-    spec.prefix = "[";
-    spec.separator = ", ";
-    spec.suffix = "]";
-    if (parser) args_key = ", \"arguments\": ";
-  } else if (*parser == tool_parser_kind::hermes) {
-    head = "<tool_call>\n{\"name\": ";
-    args_key = ", \"arguments\": ";
-    tail = "}\n</tool_call>";
-    spec.separator = "\n";
-  } else {  // llama3_json
-    spec.separator = "; ";
-  }
+  spec.prefix = syntax.prefix;
+  spec.separator = syntax.separator;
+  spec.suffix = syntax.suffix;
   spec.min_items = 1;
   spec.max_items = r.parallel && r.mode == tool_request::choice::required ? -1 : 1;
   for (const tool_function& t : r.tools) {
     if (r.mode == tool_request::choice::named && t.name != r.named) continue;
-    std::string begin = head;
+    std::string begin = syntax.head;
     append_json_string(begin, t.name);
-    spec.items.push_back({begin + args_key, schema_of(t), tail, t.strict});
+    spec.items.push_back({begin + syntax.args_key, schema_of(t), syntax.tail, t.strict});
   }
   c.kind = output_constraint::structural;
   c.text = grammar::structural_to_json(spec);
   return c;
+}
+
+int64_t tool_of_constraint_error(const tool_request& r, const std::string& error) {
+  std::vector<int64_t> items;  // the constraint's items, as forced_tool_constraint lists them
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    if (r.mode != tool_request::choice::named || r.tools[i].name == r.named) items.push_back(static_cast<int64_t>(i));
+  }
+  if (error.rfind("items[", 0) != 0) return r.mode == tool_request::choice::named ? items.at(0) : -1;
+  const size_t item = std::strtoul(error.c_str() + 6, nullptr, 10);
+  return item < items.size() ? items[item] : -1;
 }
 
 std::optional<tool_call_stream> tool_stream_for(const tool_request& r, std::optional<tool_parser_kind> parser) {

@@ -38,8 +38,12 @@ maybe_error read_tool_request(const field_reader& f, tool_request& out);
 // The constraint for a forced choice (REQUIRES: r.forced()): the calls in
 // the parser's syntax, or without a parser vLLM's forms (a JSON array of
 // {"name", "parameters"}; a named function: its arguments object alone).
-// JSON without whitespace but json.dumps' separators (grammar/structural.h).
+// No whitespace: the calls' arguments with json.dumps' ", " and ": "
+// (grammar/structural.h), vLLM's named form compact ({"a":1}).
 output_constraint forced_tool_constraint(const tool_request& r, std::optional<tool_parser_kind> parser);
+// The index in r.tools of the tool the constraint's error is about (it
+// names "items[i]", or it is the named function's own schema), or -1.
+int64_t tool_of_constraint_error(const tool_request& r, const std::string& error);
 
 // How the response reads the output: nullopt when it is not parsed for
 // calls (tool_choice none, or auto without a parser).

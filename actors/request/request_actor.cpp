@@ -16,17 +16,23 @@ class text_state {
       : tok_(setup.tok),
         detok_(*tok_, setup.prompt_ids, setup.params.skip_special_tokens),
         stops_(setup.params.stop, setup.params.include_stop_str_in_output),
-        min_tokens_(setup.params.min_tokens) {}
+        min_tokens_(setup.params.min_tokens),
+        stop_token_text_(setup.params.include_stop_str_in_output) {}
 
   // Adds the output's text; true when a stop string ended the request.
   // Tokens are taken one at a time (a step may emit several: accepted
   // drafts), so a stop string ends the output at the token that completes
   // it; the tokens after it (and their logprobs) are dropped. The text of
   // the first min_tokens tokens is not searched (vLLM's min_tokens).
+  // A request the scheduler stopped ended on EOS or one of stop_token_ids:
+  // that token's text is left out unless include_stop_str_in_output (as
+  // vLLM's detokenizer does; it shows with skip_special_tokens false).
   bool process(request_output& out) {
     const bool final = out.finish != finish_reason::none;
+    const bool stop_token = out.finish == finish_reason::stop && !stop_token_text_;
     out.text.clear();
     for (size_t i = 0; i < out.new_token_ids.size(); ++i) {
+      if (stop_token && i + 1 == out.new_token_ids.size()) break;
       std::string delta = detok_.append({out.new_token_ids[i]});
       if (++num_tokens_ <= min_tokens_) {
         out.text += delta;
@@ -58,6 +64,7 @@ class text_state {
   stop_checker stops_;
   int64_t min_tokens_ = 0;
   int64_t num_tokens_ = 0;  // output tokens seen
+  bool stop_token_text_ = false;  // include_stop_str_in_output
 };
 
 // Times one request into the engine's request_metrics.

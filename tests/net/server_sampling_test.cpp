@@ -120,6 +120,25 @@ TEST(server_sampling, min_tokens_holds_eos_back) {
   EXPECT_NE(bad.body.find("min_tokens"), std::string::npos) << bad.body;
 }
 
+// The token that stopped a request (EOS here, forced once the choice is
+// complete) is not in the text even with skip_special_tokens false, unless
+// include_stop_str_in_output (vLLM's detokenizer does the same).
+TEST(server_sampling, the_stop_token_text_is_left_out) {
+  server_process server(qwen3_args());
+  ASSERT_NE(server.port(), 0) << server.log();
+  for (const char* include : {"false", "true"}) {
+    const completion c = complete(server, std::string(R"("max_tokens":8,"skip_special_tokens":false,)") +
+                                              R"("guided_choice":["yes"],"include_stop_str_in_output":)" + include);
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(c.finish, "stop");
+    ASSERT_FALSE(c.tokens.empty());
+    EXPECT_EQ(c.tokens.back(), eos);
+    simdjson::dom::parser parser;
+    const std::string_view text = parser.parse(c.body)["choices"].at(0)["text"];
+    EXPECT_EQ(text, std::string(include) == "true" ? "yes<|im_end|>" : "yes") << c.body;
+  }
+}
+
 TEST(server_sampling, bad_words_are_never_written) {
   server_process server(qwen3_args({"--speculative-config",
                                     R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1})"}));

@@ -120,6 +120,42 @@ TEST(tool_parser, malformed_or_cut_calls_leave_the_whole_text_as_content) {
     const parsed p = parse_whole(tool_call_stream::parsing(tool_parser_kind::hermes, true), text);
     EXPECT_TRUE(p.calls.empty());
     EXPECT_EQ(p.content, text);
+    // The stream sends the whole text as content too (besides the header
+    // it may have sent for the call that then failed).
+    for (size_t piece : {size_t{1}, size_t{5}, text.size()}) {
+      streamed s = parse_streamed(tool_call_stream::parsing(tool_parser_kind::hermes, true), text, piece);
+      EXPECT_EQ(s.content, text);
+      EXPECT_EQ(s.final.content, text);
+    }
+  }
+  // A marker and then no call: content, streamed and not.
+  for (const std::string text : {"Hi <tool_call> hello", "Hi <tool_call>{bad}", "<tool_call>", "Hi <tool_call>\n"}) {
+    SCOPED_TRACE(text);
+    expect_stream_agrees([] { return tool_call_stream::parsing(tool_parser_kind::hermes, true); }, text);
+  }
+  for (const std::string text : {"<|python_tag|>brave_search.call(query=\"x\")", "<|python_tag|>{bad}"}) {
+    expect_stream_agrees([] { return tool_call_stream::parsing(tool_parser_kind::llama3_json, true); }, text);
+  }
+  expect_stream_agrees([] { return tool_call_stream::parsing(tool_parser_kind::mistral, true); },
+                       "[TOOL_CALLS] nope");
+}
+
+TEST(tool_parser, calls_that_completed_are_kept_when_a_later_one_is_not) {
+  for (const std::string text : {"{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", \"para",
+                                 "{\"name\": \"f\"}{", "{\"name\": \"f\", \"parameters\": {}} and more"}) {
+    SCOPED_TRACE(text);
+    const parsed p = parse_whole(tool_call_stream::parsing(tool_parser_kind::llama3_json, true), text);
+    ASSERT_EQ(p.calls.size(), 1u);
+    EXPECT_EQ(p.calls[0].name, "f");
+    EXPECT_EQ(p.calls[0].arguments, "{}");
+    EXPECT_EQ(p.content, std::nullopt);
+    for (size_t piece = 1; piece <= text.size(); ++piece) {
+      streamed s = parse_streamed(tool_call_stream::parsing(tool_parser_kind::llama3_json, true), text, piece);
+      EXPECT_EQ(s.content, "");
+      EXPECT_EQ(s.names[0], "f");
+      EXPECT_EQ(s.arguments[0], "{}");
+      ASSERT_EQ(s.final.calls.size(), 1u);
+    }
   }
 }
 
@@ -215,7 +251,8 @@ TEST(tool_parser, names_and_detection) {
   EXPECT_EQ(tool_parser_by_name("pythonic"), std::nullopt);
   EXPECT_EQ(detect_tool_parser("{{ '<tool_call>\\n' }}"), tool_parser_kind::hermes);
   EXPECT_EQ(detect_tool_parser("{{ '[TOOL_CALLS] [' }}"), tool_parser_kind::mistral);
-  EXPECT_EQ(detect_tool_parser("{{ '\"parameters\": ' }}"), tool_parser_kind::llama3_json);
+  EXPECT_EQ(detect_tool_parser("{{ '\"parameters\": ' + '<|eot_id|>' }}"), tool_parser_kind::llama3_json);
+  EXPECT_EQ(detect_tool_parser("{{ '\"parameters\": ' }}"), std::nullopt);
   EXPECT_EQ(detect_tool_parser("{{ messages[0].content }}"), std::nullopt);
 }
 
