@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "kernels/cpu/sampler.h"  // sampler_row, sample_result
 #include "model/weights.h"  // dtype
 
@@ -219,6 +220,18 @@ class ops {
       linear(x, w, nullptr, gate_up);
     }
     silu_and_mul(gate_up, out);
+  }
+  // Mixture-of-experts MLP (kernels/cpu/cpu_moe.h has the rules): each
+  // token's router_logits row [n, E] picks top_k experts (softmax in float32,
+  // renormalised when `renormalize`); out [n, h] = their weighted
+  // down_e(silu(gate_e x) * up_e x), with gate_up [E * 2I, h] (expert e's
+  // gate rows, then its up rows) and down [E * h, I]. Only where
+  // supports_moe() (the cpu backend so far; the model refuses others).
+  virtual bool supports_moe() const { return false; }
+  virtual void moe_mlp(const tensor& /*x*/, const tensor& /*router_logits*/, const tensor& /*gate_up*/,
+                       const tensor& /*down*/, int64_t /*num_experts*/, int64_t /*top_k*/,
+                       bool /*renormalize*/, const tensor& /*out*/) {
+    TROUPE_CHECK_MSG(false, "moe_mlp on a backend without supports_moe()");
   }
   // LoRA (multi-adapter batches; Punica's shrink, then expand) for `count`
   // target modules that read the same x and write side by side in out

@@ -108,6 +108,16 @@ result<std::unique_ptr<llama_model>> llama_model::create(
                       " is more than the model's " + std::to_string(config.num_hidden_layers) +
                       " layers");
   }
+  if (config.moe.num_experts > 0) {
+    if (!backend.supports_moe()) {
+      return make_error(config.architecture + " (mixture of experts) runs on the cpu backend only so far "
+                        "(its CUDA kernels are not written yet): use backend: cpu");
+    }
+    if ((tp != nullptr && tp->size() > 1)) {
+      return make_error("tensor_parallel_size " + std::to_string(tp->size()) + " with a mixture-of-experts "
+                        "model is not supported yet (1 works)");
+    }
+  }
   std::unique_ptr<llama_model> model(new llama_model(
       config, backend, max_num_tokens, source.compute_type, std::move(layout.value()), parallel));
   if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
@@ -183,6 +193,26 @@ status llama_model::load_weights(const weight_source& source,
       replicated(layer_name(i, "self_attn.q_norm.weight"), d, w.q_norm);
       replicated(layer_name(i, "self_attn.k_norm.weight"), d, w.k_norm);
     }
+    if (is_moe_layer(config_, i)) {
+      const moe_config& m = config_.moe;
+      const int64_t experts = m.num_experts, ei = m.intermediate;
+      const std::string moe = m.mixtral_names ? "block_sparse_moe." : "mlp.";
+      w.moe = true;
+      add(layer_name(i, (moe + "gate.weight").c_str()), {experts, h}, experts, h, w.router, false,
+          {{0, 0, experts}});
+      w.experts_gate_up = ops_.alloc(type_, experts * 2 * ei, h);
+      w.experts_down = ops_.alloc(type_, experts * h, ei);
+      for (int64_t e = 0; e < experts; ++e) {
+        const std::string expert = moe + "experts." + std::to_string(e) + ".";
+        const auto name = [&](const char* mixtral, const char* qwen) {
+          return layer_name(i, (expert + (m.mixtral_names ? mixtral : qwen) + ".weight").c_str());
+        };
+        stacked(name("w1", "gate_proj"), {ei, h}, w.experts_gate_up, e * 2 * ei, ei, {{0, 0, ei}});
+        stacked(name("w3", "up_proj"), {ei, h}, w.experts_gate_up, e * 2 * ei + ei, ei, {{0, 0, ei}});
+        stacked(name("w2", "down_proj"), {h, ei}, w.experts_down, e * h, h, {{0, 0, h}});
+      }
+      continue;
+    }
     w.gate_up_proj = ops_.alloc(type_, 2 * l.intermediate, h);
     stacked(layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0, l.intermediate,
             inter_runs);
@@ -217,16 +247,22 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   // backend's count).
   const int64_t h = config.hidden_size, d = config.head_dim;
   const int64_t q_rows = l.q_heads * d, qkv_rows = q_rows + 2 * l.kv_heads * d;
-  int64_t layer = 2 * h + qkv_rows * h + h * q_rows + 3 * l.intermediate * h;
+  int64_t layer = 2 * h + qkv_rows * h + h * q_rows;
   if (config.attention_bias) layer += qkv_rows;
   if (config.qk_norm) layer += 2 * d;
   const stage_layers layers = pipeline_stage_layers(config.num_hidden_layers, stages, stage);
   const bool first = layers.begin == 0, last = stage == stages - 1;
   const int64_t vocab_rows = l.vocab * h;
-  int64_t weights = (layers.end - layers.begin) * layer + (first ? vocab_rows : 0);
+  const moe_config& m = config.moe;
+  int64_t weights = first ? vocab_rows : 0;
+  for (int64_t i = layers.begin; i < layers.end; ++i) {
+    weights += layer + (is_moe_layer(config, i) ? m.num_experts * (h + 3 * m.intermediate * h)
+                                                : 3 * l.intermediate * h);
+  }
   if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
   const int64_t t = max_num_tokens;
-  const int64_t activations = t * (4 * h + qkv_rows + 2 * q_rows + 3 * l.intermediate);
+  const int64_t activations =
+      t * (4 * h + qkv_rows + 2 * q_rows + (has_dense_mlp(config) ? 3 * l.intermediate : 0) + m.num_experts);
   const int64_t element = static_cast<int64_t>(dtype_size(type));
   footprint f;
   f.weights = weights * element;
@@ -252,9 +288,12 @@ void llama_model::allocate_workspace() {
   ws_.qkv = ops_.alloc(type_, t, q_cols + 2 * kv_cols());
   ws_.q = ops_.alloc(type_, t, q_cols);
   ws_.attn = ops_.alloc(type_, t, q_cols);
-  ws_.gate_up = ops_.alloc(type_, t, 2 * layout_.intermediate);
-  ws_.act = ops_.alloc(type_, t, layout_.intermediate);
+  if (has_dense_mlp(config_)) {  // a model whose every layer is sparse needs neither
+    ws_.gate_up = ops_.alloc(type_, t, 2 * layout_.intermediate);
+    ws_.act = ops_.alloc(type_, t, layout_.intermediate);
+  }
   ws_.selected = ops_.alloc(type_, t, h);
+  if (config_.moe.num_experts > 0) ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);
 }
 
 void llama_model::build_rope(int64_t max_position) {
@@ -301,6 +340,13 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   linear(attn, w.o_proj, hidden, lora_for(lora_target::o_proj, 1));
   all_reduce(hidden);  // row-parallel: the ranks' partial products
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
+  if (w.moe) {  // one rank (create refuses more): nothing to reduce
+    const tensor router = ws_.router_logits.row_slice(0, n);
+    ops_.linear(normed, w.router, nullptr, router);
+    ops_.moe_mlp(normed, router, w.experts_gate_up, w.experts_down, config_.moe.num_experts,
+                 config_.moe.top_k, config_.moe.renormalize, hidden);
+    return;
+  }
   const tensor gate_up = ws_.gate_up.row_slice(0, n);
   const tensor act = ws_.act.row_slice(0, n);
   ops_.gated_linear(normed, w.gate_up_proj, gate_up, act, lora_for(lora_target::gate_proj, 2));

@@ -1,7 +1,9 @@
 // llama_model: the one definition of the Llama family (Llama, Mistral, Qwen2,
-// Qwen3), written against the ops interface so every backend runs the same
-// code. Qwen2 adds q/k/v biases, Qwen3 adds per-head q/k RMSNorm; the rest is
-// configuration.
+// Qwen3, and the mixture-of-experts Qwen3-MoE and Mixtral), written against
+// the ops interface so every backend runs the same code. Qwen2 adds q/k/v
+// biases, Qwen3 adds per-head q/k RMSNorm, the MoE models route each token
+// of a sparse layer to its top-k experts (ops::moe_mlp; one rank, on a
+// backend that supports_moe()); the rest is configuration.
 //
 // Owns its weights and activation workspace (in the backend's memory, sized
 // for `max_num_tokens` tokens a step) and the RoPE tables. Runs on the
@@ -141,9 +143,15 @@ class llama_model {
     tensor qkv_bias;                // Qwen2 only, stacked the same way
     tensor q_norm, k_norm;          // Qwen3 only
     tensor gate_up_proj, down_proj;  // gate and up stacked: [2 * intermediate, hidden]
+    // A mixture-of-experts layer (is_moe_layer) instead: the router [E,
+    // hidden], every expert's gate and up rows stacked [E * 2I, hidden]
+    // and its down rows [E * hidden, I] (ops::moe_mlp).
+    bool moe = false;
+    tensor router, experts_gate_up, experts_down;
   };
   struct workspace {
     tensor hidden, residual, normed, qkv, q, attn, gate_up, act, selected;
+    tensor router_logits;  // [tokens, experts], mixture-of-experts models only
     tensor lora_u;  // float32 [tokens, ops::lora_scratch_cols(3, ..)]: lora_add's scratch
   };
 

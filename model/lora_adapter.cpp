@@ -55,16 +55,6 @@ bool is_empty(simdjson::dom::element e) {
   }
 }
 
-void to_f32(const tensor_info& t, float* out) {
-  const size_t n = t.nbytes / dtype_size(t.type);
-  const auto* bits = static_cast<const uint16_t*>(t.data);
-  switch (t.type) {
-    case dtype::f32: std::memcpy(out, t.data, t.nbytes); break;
-    case dtype::bf16: for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(bits[i]); break;
-    case dtype::f16: for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(bits[i]); break;
-  }
-}
-
 struct peft_config {
   int64_t r = 0;
   double alpha = 0;
@@ -239,6 +229,11 @@ result<std::shared_ptr<const lora_adapter>> load_lora_adapter(const std::string&
       problems.push_back("tensor '" + tensor_name + "' is outside target_modules");
       continue;
     }
+    if (!is_float_type(info.type)) {
+      problems.push_back("tensor '" + tensor_name + "' is " + stored_type_name(info.type) +
+                         ", expected a float tensor (F32, BF16, F16)");
+      continue;
+    }
     auto& slot = found[{layer, t}];
     (m[5].str() == "A" ? slot.first : slot.second) = &info;
   }
@@ -274,8 +269,8 @@ result<std::shared_ptr<const lora_adapter>> load_lora_adapter(const std::string&
     w.rank = cfg.r;
     w.a.resize(static_cast<size_t>(cfg.r * in));
     w.b.resize(static_cast<size_t>(out * cfg.r));
-    to_f32(*pair.first, w.a.data());
-    to_f32(*pair.second, w.b.data());
+    tensor_to_f32(*pair.first, w.a.data());
+    tensor_to_f32(*pair.second, w.b.data());
     const auto s = static_cast<float>(adapter->scaling);
     for (float& v : w.b) v *= s;
   }

@@ -4,6 +4,7 @@
 #include "model/model_config.h"
 
 #include "common/file_util.h"
+#include "model/config_fields.h"
 
 #include <simdjson.h>
 
@@ -17,16 +18,11 @@
 namespace troupe {
 namespace {
 
+using config_fields::field_reader;
+
 namespace fs = std::filesystem;
 using simdjson::dom::element;
 using simdjson::dom::object;
-
-// Evaluates expr (a result<T>); on error returns it from the enclosing
-// function, else binds its value to var.
-#define MODEL_CONFIG_TRY(var, expr)                                  \
-  auto var##_result = (expr);                                        \
-  if (!var##_result) return std::move(var##_result).take_error();    \
-  auto var = std::move(var##_result).value()
 
 struct family {
   const char* architecture;
@@ -38,79 +34,8 @@ constexpr family k_families[] = {
     {"MistralForCausalLM", "mistral"},
     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3"},
-};
-
-// Typed access to the fields of one JSON object. Absent and null fields
-// read as std::nullopt; a field of the wrong type is an error naming
-// `source: 'prefix.key'`.
-class field_reader {
- public:
-  field_reader(object obj, std::string source, std::string prefix = "")
-      : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  std::optional<element> get(std::string_view key) const {
-    element e;
-    if (obj_.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return std::nullopt;
-    return e;
-  }
-
-  result<std::optional<int64_t>> get_int(std::string_view key) const {
-    auto e = get(key);
-    if (!e) return std::optional<int64_t>{};
-    int64_t v = 0;
-    if (e->get_int64().get(v) != simdjson::SUCCESS) return fail(quoted(key) + " must be an integer");
-    return std::optional<int64_t>{v};
-  }
-
-  result<std::optional<double>> get_number(std::string_view key) const {
-    auto e = get(key);
-    if (!e) return std::optional<double>{};
-    double v = 0;
-    if (e->get_double().get(v) != simdjson::SUCCESS) return fail(quoted(key) + " must be a number");
-    return std::optional<double>{v};
-  }
-
-  result<std::optional<bool>> get_bool(std::string_view key) const {
-    auto e = get(key);
-    if (!e) return std::optional<bool>{};
-    bool v = false;
-    if (e->get_bool().get(v) != simdjson::SUCCESS) return fail(quoted(key) + " must be true or false");
-    return std::optional<bool>{v};
-  }
-
-  result<std::optional<std::string>> get_string(std::string_view key) const {
-    auto e = get(key);
-    if (!e) return std::optional<std::string>{};
-    std::string_view v;
-    if (e->get_string().get(v) != simdjson::SUCCESS) return fail(quoted(key) + " must be a string");
-    return std::optional<std::string>{std::string(v)};
-  }
-
-  // A required integer > 0.
-  result<int64_t> require_positive_int(std::string_view key) const {
-    MODEL_CONFIG_TRY(v, get_int(key));
-    if (!v) return fail("missing " + quoted(key));
-    if (*v <= 0) return fail(quoted(key) + " must be positive");
-    return *v;
-  }
-
-  // A required number (integer or float).
-  result<double> require_number(std::string_view key) const {
-    MODEL_CONFIG_TRY(v, get_number(key));
-    if (!v) return fail("missing " + quoted(key));
-    return *v;
-  }
-
-  std::string quoted(std::string_view key) const {
-    return "'" + prefix_ + std::string(key) + "'";
-  }
-  error fail(const std::string& what) const { return make_error(source_ + ": " + what); }
-  const std::string& source() const { return source_; }
-
- private:
-  object obj_;
-  std::string source_;
-  std::string prefix_;
+    {"Qwen3MoeForCausalLM", "qwen3_moe"},
+    {"MixtralForCausalLM", "mixtral"},
 };
 
 // architectures[0], or the family of model_type when `architectures` is
@@ -132,7 +57,7 @@ status read_architecture(const field_reader& f, model_config& c) {
     }
     if (c.architecture.empty()) {
       return make_error("unsupported model_type '" + *model_type + "' in " + f.source() +
-                        " (supported: llama, mistral, qwen2, qwen3)");
+                        " (supported: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral)");
     }
   } else {
     return f.fail("missing 'architectures'");
@@ -201,14 +126,15 @@ status read_dims(const field_reader& f, model_config& c) {
 
 // Biases, q/k norm and sliding window, which differ per family.
 status read_family_rules(const field_reader& f, model_config& c) {
-  const bool is_qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM";
+  const bool is_qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM" ||
+                       c.architecture == "Qwen3MoeForCausalLM";
   MODEL_CONFIG_TRY(attention_bias, f.get_bool("attention_bias"));
   if (c.architecture == "Qwen2ForCausalLM") {
     c.attention_bias = true;  // Qwen2's q/k/v always carry a bias; no key says so
   } else {
     c.attention_bias = attention_bias.value_or(false);
   }
-  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
   if (!is_qwen) {
     MODEL_CONFIG_TRY(mlp_bias, f.get_bool("mlp_bias"));
     if (mlp_bias.value_or(false)) return f.fail("mlp_bias is not supported");
@@ -224,6 +150,46 @@ status read_family_rules(const field_reader& f, model_config& c) {
       return f.fail("sliding-window attention is not supported yet (sliding_window " +
                     std::to_string(*window) + " < max_position_embeddings " +
                     std::to_string(c.max_position_embeddings) + ")");
+    }
+  }
+  return {};
+}
+
+// Experts and routing (Qwen3-MoE: num_experts, or transformers 5's
+// num_local_experts; Mixtral: num_local_experts).
+status read_moe(const field_reader& f, model_config& c) {
+  const bool qwen = c.architecture == "Qwen3MoeForCausalLM";
+  if (!qwen && c.architecture != "MixtralForCausalLM") return {};
+  moe_config& m = c.moe;
+  MODEL_CONFIG_TRY(experts, f.get_int(qwen && f.get("num_experts") ? "num_experts" : "num_local_experts"));
+  if (!experts || *experts <= 0) return f.fail(qwen ? "missing 'num_experts'" : "missing 'num_local_experts'");
+  m.num_experts = *experts;
+  MODEL_CONFIG_TRY(top_k, f.require_positive_int("num_experts_per_tok"));
+  if (top_k > m.num_experts) {
+    return f.fail("num_experts_per_tok (" + std::to_string(top_k) + ") is more than the " +
+                  std::to_string(m.num_experts) + " experts");
+  }
+  m.top_k = top_k;
+  m.mixtral_names = !qwen;
+  if (!qwen) {
+    m.intermediate = c.intermediate_size;
+    m.renormalize = true;
+    return {};
+  }
+  MODEL_CONFIG_TRY(inter, f.require_positive_int("moe_intermediate_size"));
+  m.intermediate = inter;
+  MODEL_CONFIG_TRY(norm, f.get_bool("norm_topk_prob"));
+  m.renormalize = norm.value_or(false);
+  MODEL_CONFIG_TRY(step, f.get_int("decoder_sparse_step"));
+  m.sparse_step = step.value_or(1);
+  if (m.sparse_step <= 0) return f.fail("'decoder_sparse_step' must be positive");
+  if (auto list = f.get("mlp_only_layers")) {
+    simdjson::dom::array arr;
+    if (list->get_array().get(arr) != simdjson::SUCCESS) return f.fail("'mlp_only_layers' must be a list of layers");
+    for (element e : arr) {
+      int64_t layer = 0;
+      if (e.get_int64().get(layer) != simdjson::SUCCESS) return f.fail("'mlp_only_layers' must be a list of layers");
+      m.mlp_only_layers.push_back(layer);
     }
   }
   return {};
@@ -363,10 +329,29 @@ result<model_config> parse_model_config(const std::string& json_text,
   if (auto s = read_architecture(f, c); !s) return std::move(s).take_error();
   if (auto s = read_dims(f, c); !s) return std::move(s).take_error();
   if (auto s = read_family_rules(f, c); !s) return std::move(s).take_error();
+  if (auto s = read_moe(f, c); !s) return std::move(s).take_error();
   MODEL_CONFIG_TRY(rope, read_rope(f));
   c.rope = rope;
   if (auto s = read_tokens_and_dtype(f, c); !s) return std::move(s).take_error();
+  if (auto q = f.get("quantization_config")) {
+    MODEL_CONFIG_TRY(quant, parse_quant_config(simdjson::minify(*q), source_name));
+    c.quantization = quant;
+  }
   return c;
+}
+
+bool is_moe_layer(const model_config& c, int64_t layer) {
+  const moe_config& m = c.moe;
+  if (m.num_experts == 0) return false;
+  if (std::find(m.mlp_only_layers.begin(), m.mlp_only_layers.end(), layer) != m.mlp_only_layers.end()) return false;
+  return (layer + 1) % m.sparse_step == 0;
+}
+
+bool has_dense_mlp(const model_config& c) {
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (!is_moe_layer(c, i)) return true;
+  }
+  return false;
 }
 
 result<model_config> load_model_config(const fs::path& dir) {
@@ -383,6 +368,13 @@ result<model_config> load_model_config(const fs::path& dir) {
   }
   MODEL_CONFIG_TRY(text, read_text_file(config_path));
   MODEL_CONFIG_TRY(config, parse_model_config(text, config_path.string()));
+  // AutoGPTQ's quantize_config.json when config.json says nothing (as vLLM reads it).
+  const fs::path quantize_path = dir / "quantize_config.json";
+  if (config.quantization.kind == quant_config::method::none && fs::exists(quantize_path, ec)) {
+    MODEL_CONFIG_TRY(quant_text, read_text_file(quantize_path));
+    MODEL_CONFIG_TRY(quant, parse_quant_config(quant_text, quantize_path.string(), "gptq"));
+    config.quantization = quant;
+  }
 
   // generation_config.json may add end-of-sequence ids (e.g. <|eot_id|>).
   const fs::path gen_path = dir / "generation_config.json";
@@ -396,7 +388,5 @@ result<model_config> load_model_config(const fs::path& dir) {
   }
   return config;
 }
-
-#undef MODEL_CONFIG_TRY
 
 }  // namespace troupe

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/quantization.h"
 
 namespace troupe {
 
@@ -24,6 +25,21 @@ struct rope_config {
   double low_freq_factor = 1.0;              // llama3
   double high_freq_factor = 4.0;             // llama3
   int64_t original_max_position_embeddings = 8192;  // llama3
+};
+
+// Mixture-of-experts (Qwen3-MoE, Mixtral; num_experts 0: dense). A layer
+// is sparse (is_moe_layer) unless listed in mlp_only_layers, every
+// sparse_step-th layer (decoder_sparse_step), as transformers decides.
+struct moe_config {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;          // num_experts_per_tok
+  int64_t intermediate = 0;   // an expert's (moe_intermediate_size; Mixtral: intermediate_size)
+  bool renormalize = false;   // the top-k weights to sum 1 (norm_topk_prob; Mixtral: always)
+  int64_t sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  // Hub names: Mixtral's block_sparse_moe.{gate, experts.E.w1/w3/w2},
+  // else mlp.{gate, experts.E.gate_proj/up_proj/down_proj}.
+  bool mixtral_names = false;
 };
 
 struct model_config {
@@ -45,7 +61,13 @@ struct model_config {
   std::string torch_dtype = "float32";  // `dtype` or `torch_dtype`
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;  // config.json plus generation_config.json
+  quant_config quantization;           // quantization_config (model/quantization.h)
+  moe_config moe;
 };
+
+bool is_moe_layer(const model_config& c, int64_t layer);
+// Whether any layer has a dense MLP (not is_moe_layer).
+bool has_dense_mlp(const model_config& c);
 
 // The architectures this build can run, for error messages.
 const std::vector<std::string>& supported_architectures();

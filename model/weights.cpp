@@ -53,15 +53,17 @@ status parse_tensor_entry(std::string_view name, element entry, const uint8_t* d
   if (!entry.is_object()) return corrupt("is not an object");
   std::string_view dtype_text;
   if (entry["dtype"].get_string().get(dtype_text) != simdjson::SUCCESS) return corrupt("has no dtype");
-  if (dtype_text == "F32") {
-    info.type = dtype::f32;
-  } else if (dtype_text == "BF16") {
-    info.type = dtype::bf16;
-  } else if (dtype_text == "F16") {
-    info.type = dtype::f16;
-  } else {
+  bool known = false;
+  for (stored_type t : {stored_type::f32, stored_type::bf16, stored_type::f16, stored_type::i32,
+                        stored_type::f8_e4m3}) {
+    if (dtype_text == stored_type_name(t)) {
+      info.type = t;
+      known = true;
+    }
+  }
+  if (!known) {
     return make_error(file + ": " + tensor + " has unsupported dtype '" + std::string(dtype_text) +
-                      "' (supported: F32, BF16, F16)");
+                      "' (supported: F32, BF16, F16, and I32, F8_E4M3 in quantized checkpoints)");
   }
   std::vector<uint64_t> shape, offsets;
   element shape_e, offsets_e;
@@ -72,7 +74,7 @@ status parse_tensor_entry(std::string_view name, element entry, const uint8_t* d
       !read_uint_array(offsets_e, offsets) || offsets.size() != 2) {
     return corrupt("has invalid data_offsets");
   }
-  uint64_t needed = dtype_size(info.type);
+  uint64_t needed = stored_type_size(info.type);
   for (uint64_t d : shape) {
     if (d > uint64_t(INT64_MAX) || __builtin_mul_overflow(needed, d, &needed)) {
       return corrupt("has an invalid shape");
@@ -199,6 +201,44 @@ const char* dtype_name(dtype t) {
 
 size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
 
+const char* stored_type_name(stored_type t) {
+  switch (t) {
+    case stored_type::f32: return "F32";
+    case stored_type::bf16: return "BF16";
+    case stored_type::f16: return "F16";
+    case stored_type::i32: return "I32";
+    case stored_type::f8_e4m3: return "F8_E4M3";
+  }
+  return "?";
+}
+
+size_t stored_type_size(stored_type t) {
+  switch (t) {
+    case stored_type::f32: case stored_type::i32: return 4;
+    case stored_type::bf16: case stored_type::f16: return 2;
+    case stored_type::f8_e4m3: return 1;
+  }
+  return 1;
+}
+
+bool is_float_type(stored_type t) {
+  return t == stored_type::f32 || t == stored_type::bf16 || t == stored_type::f16;
+}
+
+void tensor_to_f32(const tensor_info& t, float* out) {
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  const size_t n = t.nbytes / stored_type_size(t.type);
+  if (t.type == stored_type::f32) {
+    if (n) std::memcpy(out, src, t.nbytes);  // the data may be unaligned
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t v;
+    std::memcpy(&v, src + 2 * i, 2);
+    out[i] = t.type == stored_type::bf16 ? bf16_to_f32(v) : f16_to_f32(v);
+  }
+}
+
 result<std::shared_ptr<safetensors_file>> safetensors_file::open(const fs::path& path) {
   const std::string file = path.filename().string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -295,27 +335,42 @@ std::vector<std::string> checkpoint::names() const {
 status checkpoint::read_f32(const std::string& name, const std::vector<int64_t>& shape,
                             float* out) const {
   const tensor_info* t = find(name);
+  const bool packed = quant_.kind == quant_config::method::gptq || quant_.kind == quant_config::method::awq;
+  const std::string suffix = ".weight";
+  if (t == nullptr && packed && shape.size() == 2 && name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string prefix = name.substr(0, name.size() - suffix.size());
+    if (find(prefix + ".qweight") != nullptr) return read_packed(prefix, shape[0], shape[1], out);
+  }
+  if (t == nullptr && !packed && name.size() > suffix.size() &&
+      find(name.substr(0, name.size() - suffix.size()) + ".qweight") != nullptr) {
+    return make_error("tensor '" + name.substr(0, name.size() - suffix.size()) + ".qweight' is a packed (GPTQ / "
+                      "AWQ) weight, but config.json has no GPTQ or AWQ quantization_config");
+  }
+  if (t != nullptr && t->type == stored_type::f8_e4m3 && shape.size() == 2 && t->shape == shape) {
+    return read_fp8(*t, shape[0], shape[1], out);
+  }
+  auto checked = expect(name, shape, stored_type::f32);
+  if (!checked) return std::move(checked).take_error();
+  tensor_to_f32(**checked, out);
+  return {};
+}
+
+result<const tensor_info*> checkpoint::expect(const std::string& name, const std::vector<int64_t>& shape,
+                                              stored_type type) const {
+  const tensor_info* t = find(name);
   if (!t) return make_error("missing tensor '" + name + "' (looked in " + file_list_ + ")");
   if (t->shape != shape) {
     return make_error("tensor '" + name + "' in " + t->file + " has shape " + shape_string(t->shape) +
                       ", expected " + shape_string(shape));
   }
-  const auto* src = static_cast<const uint8_t*>(t->data);
-  const size_t n = t->nbytes / dtype_size(t->type);
-  switch (t->type) {
-    case dtype::f32:
-      if (n) std::memcpy(out, src, t->nbytes);  // the data may be unaligned
-      break;
-    case dtype::bf16:
-    case dtype::f16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t v;
-        std::memcpy(&v, src + 2 * i, 2);
-        out[i] = t->type == dtype::bf16 ? bf16_to_f32(v) : f16_to_f32(v);
-      }
-      break;
+  const bool ok = type == stored_type::f32 ? is_float_type(t->type) : t->type == type;
+  if (!ok) {
+    return make_error("tensor '" + name + "' in " + t->file + " is " + stored_type_name(t->type) + ", expected " +
+                      (type == stored_type::f32 ? std::string("a float tensor (F32, BF16, F16)")
+                                                : std::string(stored_type_name(type))));
   }
-  return {};
+  return t;
 }
 
 uint64_t dummy_key(int64_t seed, const std::string& name) {

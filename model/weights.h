@@ -1,5 +1,6 @@
 // Checkpoint weights: safetensors files, memory-mapped, single-file or
-// sharded (model.safetensors.index.json), dtypes F32 / BF16 / F16; and
+// sharded (model.safetensors.index.json), dtypes F32 / BF16 / F16 (and
+// I32 / F8_E4M3 for quantized checkpoints); and
 // `load_format: dummy` weights generated from a seed.
 //
 // checkpoint owns the mappings; tensor_info::data points into them and stays
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/quantization.h"
 
 namespace troupe {
 
@@ -23,9 +25,17 @@ enum class dtype { f32, bf16, f16 };
 const char* dtype_name(dtype t);
 size_t dtype_size(dtype t);
 
+// How a checkpoint tensor is stored: the float types models compute in,
+// and the words of quantized checkpoints (int32 packs, float8 e4m3;
+// model/quantization.h).
+enum class stored_type { f32, bf16, f16, i32, f8_e4m3 };
+const char* stored_type_name(stored_type t);  // safetensors' name: "F32", "I32", "F8_E4M3", ...
+size_t stored_type_size(stored_type t);
+bool is_float_type(stored_type t);  // f32, bf16, f16
+
 struct tensor_info {
   std::string name;
-  dtype type = dtype::f32;
+  stored_type type = stored_type::f32;
   std::vector<int64_t> shape;
   const void* data = nullptr;  // into the mapped file
   size_t nbytes = 0;
@@ -69,10 +79,26 @@ class checkpoint {
   // after checking it exists and has exactly `shape`. Errors name the tensor
   // and its file: "missing tensor 'model.norm.weight' (looked in model.safetensors)",
   // "tensor 'x' in model.safetensors has shape [4, 8], expected [8, 8]".
+  // With a quantization set, a quantized linear's "P.weight" (GPTQ / AWQ:
+  // P.qweight, P.qzeros, P.scales, P.g_idx; FP8: P.weight in e4m3 and
+  // P.weight_scale_inv) is dequantized exactly (model/quantization.h), its
+  // packed tensors checked against `shape` ([out, in]) the same way.
   status read_f32(const std::string& name, const std::vector<int64_t>& shape,
                   float* out) const;
 
+  // The model's quantization_config (model_config::quantization).
+  void set_quantization(const quant_config& q) { quant_ = q; }
+
  private:
+  // model/quantized_read.cpp: the packed forms of read_f32.
+  status read_packed(const std::string& prefix, int64_t out, int64_t in, float* w) const;
+  status read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const;
+  // `name` with exactly `shape` and stored as `type` (any float type when
+  // `type` is f32), or the error read_f32 gives.
+  result<const tensor_info*> expect(const std::string& name, const std::vector<int64_t>& shape,
+                                    stored_type type) const;
+
+  quant_config quant_;
   std::vector<std::shared_ptr<safetensors_file>> files_;
   std::map<std::string, const tensor_info*> by_name_;
   std::string file_list_;  // for error messages
@@ -93,6 +119,10 @@ void fill_dummy_f32(uint64_t key, float* out, size_t n, float scale, float offse
 // The key whose element i is element first + i of `key`'s: a run of a
 // tensor's dummy values (a tensor-parallel rank's part) made on its own.
 uint64_t dummy_key_at(uint64_t key, int64_t first);
+
+// A float tensor (f32, bf16, f16) as float32 into out (its element count).
+// REQUIRES: is_float_type(t.type).
+void tensor_to_f32(const tensor_info& t, float* out);
 
 // Conversions used by the loaders (exact for bf16/f16 -> f32).
 float bf16_to_f32(uint16_t v);

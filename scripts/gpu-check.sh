@@ -49,6 +49,7 @@ golden() {
   rows+=("| goldens$label (scripts/gpu_golden.py) | $g | $md |")
 }
 golden ""
+golden "-quant" --quant
 # One rank through NCCL: the log must say the group was made.
 TROUPE_DEBUG_TP_COMM=1 build-device/bin/troupe generate --model tests/data/models/tiny-llama \
   --prompt-ids 1,2,3 --max-tokens 4 >"$out/nccl-one-rank.log" 2>&1

@@ -10,7 +10,7 @@ largest prompt-logprob error.
 
   python3 scripts/gpu_golden.py [--troupe build-device/bin/troupe] [--tol-bf16 0.05]
                                 [--extra 'ARGS']   (more `generate` arguments, as JSON list)
-                                [--worker-devices 1]
+                                [--worker-devices 1] [--quant]
 
 With --worker-devices, every run is two processes: the head (`generate`
 with --pipeline-parallel-size 2 --distributed-port, CUDA device 0) and a
@@ -27,6 +27,8 @@ import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODELS = ["tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"]
+# --quant: the quantized fixtures (dequantized at load: docs/quantization.md).
+QUANT = ["tiny-llama-gptq-g64", "tiny-llama-gptq-actorder", "tiny-qwen2-awq-g64", "tiny-qwen3-fp8-block"]
 
 
 def compare(ref_steps, ref_ids, ours, tol):
@@ -62,25 +64,26 @@ def start_worker(troupe, model_dir, dtype, devices, port, log):
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def run(troupe, model, dtype, tol, extra=(), worker_devices=None):
-    golden = json.load(open(os.path.join(ROOT, "tests/data/models", model, "golden.json")))
+def run(troupe, model, dtype, tol, extra=(), worker_devices=None, folder="models"):
+    model_dir = os.path.join(ROOT, "tests/data", folder, model)
+    golden = json.load(open(os.path.join(model_dir, "golden.json")))
     cases = golden["cases"]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for c in cases:
             f.write(json.dumps({"prompt_ids": c["prompt_ids"]}) + "\n")
         path = f.name
-    cmd = [troupe, "generate", "--model", os.path.join(ROOT, "tests/data/models", model),
+    cmd = [troupe, "generate", "--model", model_dir,
            "--backend", "cuda", "--dtype", dtype, "--prompts-file", path, "--max-tokens", "24",
            "--temperature", "0", "--logprobs", "5", "--prompt-logprobs", "0", "--json",
-           "--max-num-batched-tokens", "256", "--log-level", "warn", *extra]
+           "--max-num-batched-tokens", "256", "--log-level", "warn", "--ignore-eos", *extra]
     env, worker = None, None
     if worker_devices is not None:
-        port = 29600 + MODELS.index(model) * 2 + (dtype == "bfloat16")
+        port = 29600 + (MODELS + QUANT).index(model) * 2 + (dtype == "bfloat16")
         cmd += ["--pipeline-parallel-size", "2", "--distributed-port", str(port),
                 "--distributed-timeout", "120", "--max-num-seqs", "64"]
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
         worker_log = tempfile.TemporaryFile("w+")
-        worker = start_worker(troupe, os.path.join(ROOT, "tests/data/models", model), dtype,
+        worker = start_worker(troupe, model_dir, dtype,
                               worker_devices, port, worker_log)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     if worker is not None:
@@ -113,14 +116,15 @@ def main():
     ap.add_argument("--extra", default="[]", help="more generate arguments, a JSON list")
     ap.add_argument("--worker-devices", default=None,
                     help="run stage 1 in a `troupe worker` process on these CUDA devices")
+    ap.add_argument("--quant", action="store_true", help="the quantized fixtures (tests/data/quant)")
     a = ap.parse_args()
     extra = json.loads(a.extra)
     print("| model | dtype | cases passed | tolerance | max top-5 logprob error | max prompt logprob error |")
     print("| --- | --- | --- | --- | --- | --- |")
     failed = False
-    for model in MODELS:
+    for model in QUANT if a.quant else MODELS:
         for dtype, tol in (("float32", a.tol_f32), ("bfloat16", a.tol_bf16)):
-            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices)
+            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices, "quant" if a.quant else "models")
             failed |= "ERROR" in row or not row.split("|")[3].strip().startswith("5/5")
             print(row, flush=True)
     sys.exit(1 if failed else 0)

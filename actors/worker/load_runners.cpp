@@ -418,6 +418,7 @@ result<std::vector<std::unique_ptr<model_runner>>> load_runners(const engine_con
     auto opened = checkpoint::open(config.model);
     if (!opened) return std::move(opened).take_error();
     ckpt = std::make_unique<checkpoint>(std::move(opened.value()));
+    ckpt->set_quantization(model.quantization);
   }
   auto groups = make_groups(config, cuda && visible_cuda_devices() > 0, local);
   if (!groups) return std::move(groups).take_error();

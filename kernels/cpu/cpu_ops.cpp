@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "kernels/cpu/cpu_moe.h"
 
 namespace troupe {
 
@@ -300,6 +301,17 @@ void cpu_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
     float* o = out.f32() + i * out.cols;
     for (int64_t j = 0; j < d; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
   }
+}
+
+void cpu_ops::moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
+                      int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) {
+  const int64_t inter = down.cols;
+  TROUPE_CHECK(router_logits.cols == num_experts && router_logits.rows >= x.rows);
+  TROUPE_CHECK(top_k >= 1 && top_k <= num_experts);
+  TROUPE_CHECK(gate_up.rows == num_experts * 2 * inter && gate_up.cols == x.cols);
+  TROUPE_CHECK(down.rows == num_experts * x.cols && out.cols == x.cols && out.rows >= x.rows);
+  moe_mlp_f32(x.f32(), x.rows, x.cols, router_logits.f32(), gate_up.f32(), down.f32(), num_experts, inter,
+              top_k, renormalize, out.f32(), out.cols);
 }
 
 void cpu_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n,

@@ -50,6 +50,9 @@ class cpu_ops final : public ops {
                        int64_t num_kv_heads, int64_t head_dim, float scale,
                        const tensor& out) override;
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
+  bool supports_moe() const override { return true; }
+  void moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
+               int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;
   void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,

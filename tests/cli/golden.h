@@ -142,4 +142,28 @@ inline std::string compare_steps(const std::vector<step_logprobs>& ref,
   return "";
 }
 
+// One `troupe generate --json` output line against its golden case: the
+// prompt, the steps (compare_steps) and the prompt logprobs within `tol`.
+inline void check_golden_line(const golden_case& g, simdjson::dom::element line, const std::string& where,
+                              double tol) {
+  std::vector<int64_t> prompt;
+  for (int64_t id : line["prompt_ids"].get_array()) prompt.push_back(id);
+  EXPECT_EQ(prompt, g.prompt_ids) << where;
+  const std::string problem = compare_steps(g.steps, parse_output_steps(line), tol);
+  EXPECT_EQ(problem, "") << where;
+  // Prompt logprobs: null first, then log p(prompt[i] | prompt[:i]).
+  simdjson::dom::array plp = line["prompt_logprobs"].get_array();
+  ASSERT_EQ(plp.size(), g.prompt_logprobs.size()) << where;
+  size_t i = 0;
+  for (simdjson::dom::element e : plp) {
+    if (i == 0) {
+      EXPECT_TRUE(e.is_null()) << where;
+    } else {
+      EXPECT_EQ(int64_t(e["token_id"]), g.prompt_ids[i]) << where;
+      EXPECT_NEAR(double(e["logprob"]), *g.prompt_logprobs[i], tol) << where << " position " << i;
+    }
+    ++i;
+  }
+}
+
 }  // namespace troupe::testing

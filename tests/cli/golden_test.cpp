@@ -11,6 +11,7 @@
 
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/golden.h"
+#include "tests/cli/golden_runs.h"
 #include "tests/troupe_child.h"
 
 namespace troupe::testing {
@@ -26,42 +27,13 @@ std::vector<std::string> greedy_args(const std::string& model) {
 }
 
 void check_line(const golden_case& g, simdjson::dom::element line, const std::string& where) {
-  std::vector<int64_t> prompt;
-  for (int64_t id : line["prompt_ids"].get_array()) prompt.push_back(id);
-  EXPECT_EQ(prompt, g.prompt_ids) << where;
-  const std::string problem = compare_steps(g.steps, parse_output_steps(line), tol);
-  EXPECT_EQ(problem, "") << where;
-  // Prompt logprobs: null first, then log p(prompt[i] | prompt[:i]).
-  simdjson::dom::array plp = line["prompt_logprobs"].get_array();
-  ASSERT_EQ(plp.size(), g.prompt_logprobs.size()) << where;
-  size_t i = 0;
-  for (simdjson::dom::element e : plp) {
-    if (i == 0) {
-      EXPECT_TRUE(e.is_null()) << where;
-    } else {
-      EXPECT_EQ(int64_t(e["token_id"]), g.prompt_ids[i]) << where;
-      EXPECT_NEAR(double(e["logprob"]), *g.prompt_logprobs[i], tol) << where << " position " << i;
-    }
-    ++i;
-  }
+  check_golden_line(g, line, where, tol);
 }
 
 class golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(golden, each_case_alone_matches_transformers) {
-  const auto cases = load_golden(golden_path(GetParam()));
-  ASSERT_EQ(cases.size(), 5u);
-  simdjson::dom::parser parser;
-  for (size_t c = 0; c < cases.size(); ++c) {
-    auto args = greedy_args(GetParam());
-    args.push_back("--prompt-ids");
-    args.push_back(join_ids(cases[c].prompt_ids));
-    const run_result r = run_troupe(args);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto lines = split_lines(r.out);
-    ASSERT_EQ(lines.size(), 1u) << r.out;
-    check_line(cases[c], parser.parse(lines[0]), GetParam() + " case " + std::to_string(c));
-  }
+  expect_golden_cases_alone(greedy_args(GetParam()), golden_path(GetParam()), GetParam(), tol);
 }
 
 // All cases in one --prompts-file, under the given extra flags. Returns stderr.

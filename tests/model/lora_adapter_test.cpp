@@ -49,7 +49,7 @@ TEST(lora_adapter, reads_the_fixtures) {
   const auto& tensors = (*file)->tensors();
   const tensor_info& b = tensors.at("base_model.model.model.layers.2.self_attn.v_proj.lora_B.weight");
   const tensor_info& a = tensors.at("base_model.model.model.layers.2.self_attn.v_proj.lora_A.weight");
-  ASSERT_EQ(b.type, dtype::f32);
+  ASSERT_EQ(b.type, stored_type::f32);
   const lora_weights& v = (*poet)->at(2, lora_target::v_proj);
   ASSERT_EQ(v.b.size(), b.nbytes / 4);
   ASSERT_EQ(v.a.size(), a.nbytes / 4);

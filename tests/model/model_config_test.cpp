@@ -134,7 +134,8 @@ TEST(model_config_fixture, tiny_qwen3_qk_norm_head_dim) {
 
 TEST(model_config, supported_architectures) {
   EXPECT_THAT(supported_architectures(),
-              ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"));
+              ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                          "Qwen3MoeForCausalLM", "MixtralForCausalLM"));
 }
 
 TEST(model_config, defaults) {
@@ -318,7 +319,35 @@ TEST_F(model_config_files, unsupported_architecture) {
   write("config.json", to_json(with(llama_fields(), "architectures", R"(["GPT2LMHeadModel"])")));
   EXPECT_EQ(load_model_config(dir_).error_message(),
             "unsupported architecture 'GPT2LMHeadModel' in " + (dir_ / "config.json").string() +
-                " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+                " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                "Qwen3MoeForCausalLM, MixtralForCausalLM)");
+}
+
+TEST(model_config_fixture, mixture_of_experts) {
+  auto q = load_model_config(fs::path(TROUPE_TEST_DATA) / "moe" / "tiny-qwen3-moe");
+  ASSERT_TRUE(q.ok()) << q.error_message();
+  EXPECT_EQ(q->moe.num_experts, 8);
+  EXPECT_EQ(q->moe.top_k, 2);
+  EXPECT_EQ(q->moe.intermediate, 64);
+  EXPECT_TRUE(q->moe.renormalize);
+  EXPECT_FALSE(q->moe.mixtral_names);
+  EXPECT_TRUE(q->qk_norm);
+  EXPECT_TRUE(is_moe_layer(*q, 0) && is_moe_layer(*q, 2));
+  auto m = load_model_config(fs::path(TROUPE_TEST_DATA) / "moe" / "tiny-mixtral");
+  ASSERT_TRUE(m.ok()) << m.error_message();
+  EXPECT_EQ(m->moe.num_experts, 4);
+  EXPECT_EQ(m->moe.intermediate, 192);  // Mixtral's experts are intermediate_size wide
+  EXPECT_TRUE(m->moe.renormalize && m->moe.mixtral_names);
+  EXPECT_FALSE(m->qk_norm);
+  // decoder_sparse_step and mlp_only_layers, as transformers reads them.
+  model_config c = *q;
+  c.moe.sparse_step = 2;
+  c.moe.mlp_only_layers = {3};
+  EXPECT_FALSE(is_moe_layer(c, 0));
+  EXPECT_TRUE(is_moe_layer(c, 1));
+  EXPECT_FALSE(is_moe_layer(c, 3));
+  EXPECT_TRUE(is_moe_layer(c, 5));
+  EXPECT_FALSE(is_moe_layer(*load_model_config(k_models / "tiny-llama"), 0));
 }
 
 TEST_F(model_config_files, generation_config_eos_merged) {

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/model/safetensors_writer.h"
 #include "tests/temp_dir.h"
 #include <unistd.h>
 
@@ -24,53 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
-using bytes = std::vector<uint8_t>;
-
-bytes u16_bytes(std::initializer_list<uint16_t> values) {
-  bytes b;
-  for (uint16_t v : values) b.insert(b.end(), {uint8_t(v & 0xFF), uint8_t(v >> 8)});
-  return b;
-}
-
-bytes f32_bytes(std::initializer_list<float> values) {
-  bytes b;
-  for (float f : values) {
-    const uint32_t v = std::bit_cast<uint32_t>(f);
-    for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
-  }
-  return b;
-}
-
-struct raw_tensor {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  bytes data;
-};
-
-// Writes header length, header and data exactly as given.
-void write_raw(const fs::path& path, uint64_t header_len, const std::string& header, const bytes& data) {
-  std::ofstream out(path, std::ios::binary);
-  for (int i = 0; i < 8; ++i) out.put(char(header_len >> (8 * i)));
-  out << header;
-  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
-}
-
-// A well-formed file: tensors laid out back to back in the given order.
-void write_safetensors(const fs::path& path, const std::vector<raw_tensor>& tensors) {
-  std::string header = R"({"__metadata__": {"format": "pt"})";
-  bytes data;
-  for (const auto& t : tensors) {
-    std::string shape;
-    for (int64_t d : t.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-    header += ", \"" + t.name + "\": {\"dtype\": \"" + t.dtype + "\", \"shape\": [" + shape +
-              "], \"data_offsets\": [" + std::to_string(data.size()) + ", " +
-              std::to_string(data.size() + t.data.size()) + "]}";
-    data.insert(data.end(), t.data.begin(), t.data.end());
-  }
-  header += "}";
-  write_raw(path, header.size(), header, data);
-}
+using namespace safetensors_writing;
 
 class weights_files : public ::testing::Test {
  protected:
@@ -147,7 +102,7 @@ TEST_F(weights_files, reads_f32_bf16_f16) {
   EXPECT_THAT(ckpt->names(), ElementsAre("a", "b", "c"));
   const tensor_info* b = ckpt->find("b");
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(b->type, dtype::bf16);
+  EXPECT_EQ(b->type, stored_type::bf16);
   EXPECT_THAT(b->shape, ElementsAre(3));
   EXPECT_EQ(b->nbytes, 6u);
   EXPECT_EQ(b->file, "model.safetensors");
@@ -199,7 +154,8 @@ TEST_F(weights_files, header_not_json) {
 TEST_F(weights_files, unsupported_dtype) {
   write_safetensors(dir_ / "model.safetensors", {{"x", "I8", {4}, bytes(4, 1)}});
   EXPECT_EQ(open_error("model.safetensors"),
-            "model.safetensors: tensor 'x' has unsupported dtype 'I8' (supported: F32, BF16, F16)");
+            "model.safetensors: tensor 'x' has unsupported dtype 'I8' (supported: F32, BF16, F16, and I32, "
+            "F8_E4M3 in quantized checkpoints)");
 }
 
 TEST_F(weights_files, offsets_outside_data_section) {
@@ -315,7 +271,7 @@ TEST(weights_fixture, tiny_llama_model_safetensors) {
   EXPECT_EQ(ckpt->names().size(), 39u);  // 4 layers x 9 + embed, norm, lm_head
   const tensor_info* embed = ckpt->find("model.embed_tokens.weight");
   ASSERT_NE(embed, nullptr);
-  EXPECT_EQ(embed->type, dtype::f32);
+  EXPECT_EQ(embed->type, stored_type::f32);
   EXPECT_THAT(embed->shape, ElementsAre(1024, 128));
   std::vector<float> out(1024 * 128);
   ASSERT_TRUE(ckpt->read_f32("model.embed_tokens.weight", {1024, 128}, out.data()).ok());

@@ -1,0 +1,69 @@
+// Quantized checkpoints (docs/quantization.md): config.json's
+// quantization_config read and checked, and the exact dequantization of
+// each format's packed tensors to float32, the CPU reference every kernel is
+// held to (formats as ../shared/fixtures/QUANT_MOE.md describes them):
+//
+//   GPTQ (AutoGPTQ / GPTQModel, checkpoint_format gptq = v1 or gptq_v2):
+//     qweight int32 [in * bits / 32, out], packed along the input: input
+//       i = r * (32 / bits) + j sits at bits [bits * j, bits * (j + 1)) of
+//       row r;
+//     qzeros int32 [groups, out * bits / 32], packed along the output the
+//       same way; v1 stores zero - 1;
+//     scales float16 [groups, out]; g_idx int32 [in] (input i's group;
+//       absent: i / group_size; act-order checkpoints permute it);
+//     W[o, i] = (q[i, o] - zero[g_idx[i], o]) * scales[g_idx[i], o].
+//   AWQ (AutoAWQ, version gemm, zero_point): qweight int32 [in, out / 8],
+//     packed along the output: column c of word k = c / 8 at nibble
+//     [0, 4, 1, 5, 2, 6, 3, 7][c % 8]; qzeros [groups, out / 8] the same
+//     (zero stored as is); scales [groups, out];
+//     W[o, i] = (q[i, o] - z[i / group_size, o]) * s[i / group_size, o].
+//   Block FP8 (Qwen3-*-FP8, DeepSeek-V3): weight float8_e4m3fn [out, in],
+//     weight_scale_inv float32 [ceil(out / b0), ceil(in / b1)];
+//     W[o, i] = e4m3(weight[o, i]) * scale_inv[o / b0, i / b1].
+//
+// Stateless; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace troupe {
+
+// (AWQ's modules_to_not_convert need no key here: those modules are stored
+// as float tensors and read as such; GPTQ's sym is in its zeros.)
+struct quant_config {
+  enum class method { none, gptq, awq, fp8 };
+  method kind = method::none;
+  int bits = 0;
+  int64_t group_size = -1;  // -1: one group over the whole input
+  bool desc_act = false;    // GPTQ act-order: g_idx is required (it is permuted)
+  bool zeros_minus_one = true;  // GPTQ v1 (checkpoint_format gptq)
+  int64_t block_out = 128, block_in = 128;  // FP8 weight_block_size
+};
+
+const char* quant_method_name(quant_config::method m);
+
+// config.json's quantization_config (JSON text of the object), or an
+// AutoGPTQ quantize_config.json (default_method "gptq": it may not name
+// one). Errors name the file, the key and what is supported
+// ("config.json: 'quantization_config.bits': 3 is not supported (GPTQ: 4
+// or 8)").
+result<quant_config> parse_quant_config(const std::string& json_text, const std::string& source,
+                                        const std::string& default_method = "");
+
+float e4m3_to_f32(uint8_t v);
+
+// W [out, in] row-major from the packed tensors (shapes as above, checked
+// by the caller). scales / scale_inv already float32.
+void gptq_dequantize(const int32_t* qweight, const int32_t* qzeros, const float* scales,
+                     const int32_t* g_idx, int64_t in, int64_t out, int bits, bool zeros_minus_one,
+                     float* w);
+void awq_dequantize(const int32_t* qweight, const int32_t* qzeros, const float* scales, int64_t in,
+                    int64_t out, int64_t group_size, float* w);
+void fp8_block_dequantize(const uint8_t* q, const float* scale_inv, int64_t out, int64_t in,
+                          int64_t block_out, int64_t block_in, float* w);
+
+}  // namespace troupe

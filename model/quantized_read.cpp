@@ -1,0 +1,92 @@
+// checkpoint::read_f32's quantized forms: a GPTQ / AWQ linear's packed
+// tensors, or a block-FP8 weight with its scales, checked against the
+// linear's [out, in] and dequantized exactly (model/quantization.h).
+#include <cstring>
+#include <vector>
+
+#include "model/weights.h"
+
+namespace troupe {
+
+namespace {
+
+std::string text(int64_t v) { return std::to_string(v); }
+
+std::vector<float> floats_of(const tensor_info& t) {
+  std::vector<float> out(t.nbytes / stored_type_size(t.type));
+  tensor_to_f32(t, out.data());
+  return out;
+}
+
+}  // namespace
+
+status checkpoint::read_packed(const std::string& prefix, int64_t out, int64_t in, float* w) const {
+  const quant_config& q = quant_;
+  const bool gptq = q.kind == quant_config::method::gptq;
+  const std::string format = gptq ? "GPTQ " + text(q.bits) + "-bit" : std::string("AWQ 4-bit");
+  const int64_t per_word = 32 / q.bits;
+  if ((gptq ? in : out) % per_word != 0 || (gptq && out % per_word != 0)) {
+    return make_error("'" + prefix + "': " + format + " needs the packed dimensions to be multiples of " +
+                      text(per_word) + " (the linear is " + text(out) + " x " + text(in) + ")");
+  }
+  const int64_t group = q.group_size < 0 ? in : q.group_size;
+  const int64_t groups = (in + group - 1) / group;
+  const std::vector<int64_t> qweight_shape =
+      gptq ? std::vector<int64_t>{in / per_word, out} : std::vector<int64_t>{in, out / 8};
+  const std::vector<int64_t> zeros_shape = {groups, out / per_word};
+  const std::string what = " (" + format + ", group size " + text(q.group_size) + ")";
+  auto qweight = expect(prefix + ".qweight", qweight_shape, stored_type::i32);
+  if (!qweight) return make_error(qweight.error_message() + what);
+  auto qzeros = expect(prefix + ".qzeros", zeros_shape, stored_type::i32);
+  if (!qzeros) return make_error(qzeros.error_message() + what);
+  auto scales_t = expect(prefix + ".scales", {groups, out}, stored_type::f32);
+  if (!scales_t) return make_error(scales_t.error_message() + what);
+  const std::vector<float> scales = floats_of(**scales_t);
+  const auto* qw = static_cast<const int32_t*>((*qweight)->data);
+  const auto* qz = static_cast<const int32_t*>((*qzeros)->data);
+  // The mapped data is 4-byte aligned only where the file put it so: copy.
+  std::vector<int32_t> qw_copy((*qweight)->nbytes / 4), qz_copy((*qzeros)->nbytes / 4);
+  std::memcpy(qw_copy.data(), qw, (*qweight)->nbytes);
+  std::memcpy(qz_copy.data(), qz, (*qzeros)->nbytes);
+  if (!gptq) {
+    awq_dequantize(qw_copy.data(), qz_copy.data(), scales.data(), in, out, q.group_size, w);
+    return {};
+  }
+  std::vector<int32_t> g_idx(static_cast<size_t>(in));
+  if (find(prefix + ".g_idx") != nullptr) {
+    auto g = expect(prefix + ".g_idx", {in}, stored_type::i32);
+    if (!g) return std::move(g).take_error();
+    std::memcpy(g_idx.data(), (*g)->data, (*g)->nbytes);
+    for (int64_t i = 0; i < in; ++i) {
+      if (g_idx[static_cast<size_t>(i)] < 0 || g_idx[static_cast<size_t>(i)] >= groups) {
+        return make_error("tensor '" + prefix + ".g_idx' in " + (*g)->file + ": input " + text(i) + " is in group " +
+                          text(g_idx[static_cast<size_t>(i)]) + ", outside [0, " + text(groups) + ")");
+      }
+    }
+  } else if (q.desc_act) {  // act-order's groups are permuted: only g_idx says where
+    return make_error("missing tensor '" + prefix + ".g_idx' (looked in " + file_list_ + "), which act-order "
+                      "(desc_act) GPTQ needs");
+  } else {
+    for (int64_t i = 0; i < in; ++i) g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / group);
+  }
+  gptq_dequantize(qw_copy.data(), qz_copy.data(), scales.data(), g_idx.data(), in, out, q.bits,
+                  q.zeros_minus_one, w);
+  return {};
+}
+
+status checkpoint::read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const {
+  if (quant_.kind != quant_config::method::fp8) {
+    return make_error("tensor '" + weight.name + "' in " + weight.file +
+                      " is F8_E4M3, but config.json has no FP8 quantization_config");
+  }
+  const int64_t b0 = quant_.block_out, b1 = quant_.block_in;
+  auto scale = expect(weight.name + "_scale_inv", {(out + b0 - 1) / b0, (in + b1 - 1) / b1}, stored_type::f32);
+  if (!scale) {
+    return make_error(scale.error_message() + " (block FP8, blocks of " + text(b0) + " x " + text(b1) + ")");
+  }
+  const std::vector<float> scale_inv = floats_of(**scale);
+  fp8_block_dequantize(static_cast<const uint8_t*>(weight.data), scale_inv.data(), out, in, b0, b1, w);
+  return {};
+}
+
+}  // namespace troupe
