@@ -91,5 +91,27 @@ TEST(dry_run, the_table_of_sizes_and_what_does_not_fit) {
   EXPECT_NE(bad.err.find("--gpu-memory-gib: only with --dry-run"), std::string::npos) << bad.err;
 }
 
+// Mixture-of-experts: every expert and router counted, against the
+// published parameter counts (Qwen3-30B-A3B 30,532,122,624; Mixtral-8x7B
+// 46,702,792,704), bfloat16; the KV a token takes as a dense model's.
+TEST(dry_run, moe_models_count_every_expert) {
+  const struct {
+    const char* folder;
+    int64_t params, kv_bytes_per_token;
+    const char* verdict;
+    int exit_code;  // 1: the plan does not fit
+  } models[] = {{"qwen3-30b-a3b", 30'532'122'624, 2 * 48 * 4 * 128 * 2, "fits\n", 0},
+                {"mixtral-8x7b", 46'702'792'704, 2 * 32 * 8 * 128 * 2, "does NOT fit", 1}};
+  for (const auto& m : models) {
+    const run_result r = run_troupe({"serve", "--model", std::string(TROUPE_TEST_DATA) + "/../../examples/models/" +
+                                     m.folder, "--max-model-len", "8192", "--dry-run", "--gpu-memory-gib", "80"});
+    ASSERT_EQ(r.exit_code, m.exit_code) << r.out << r.err;
+    const std::string line = "rank 0: weights " + gib(2 * m.params) + " GiB";
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+    EXPECT_NE(r.out.find("(" + std::to_string(m.kv_bytes_per_token) + " bytes a token)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(m.verdict), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::testing

@@ -177,10 +177,12 @@ TEST_F(quantized_checkpoint, a_packed_linear_reads_as_its_weight) {
   for (int o = 0; o < 8; ++o) {
     for (int i = 0; i < 8; ++i) EXPECT_EQ(w[o * 8 + i], static_cast<float>(i - 8));
   }
-  // Without the quantization the weight is simply missing.
+  // Without the quantization the packed words are not a weight.
   ckpt->set_quantization(quant_config{});
-  EXPECT_EQ(ckpt->read_f32("l.weight", {8, 8}, w.data()).error_message(),
-            "missing tensor 'l.weight' (looked in model.safetensors)");
+  EXPECT_NE(ckpt->read_f32("l.weight", {8, 8}, w.data()).error_message().find("no GPTQ or AWQ quantization_config"),
+            std::string::npos);
+  EXPECT_EQ(ckpt->read_f32("m.weight", {8, 8}, w.data()).error_message(),
+            "missing tensor 'm.weight' (looked in model.safetensors)");
 }
 
 TEST_F(quantized_checkpoint, mismatched_or_missing_tensors_are_named) {
