@@ -83,20 +83,6 @@ class field_reader {
     return std::optional<std::vector<int64_t>>{std::move(out)};
   }
 
-  result<std::optional<std::vector<std::string>>> get_strings(std::string_view key) const {
-    auto e = get(key);
-    if (!e) return std::optional<std::vector<std::string>>{};
-    std::vector<std::string> out;
-    simdjson::dom::array a;
-    if (e->get_array().get(a) != simdjson::SUCCESS) return fail(quoted(key) + " must be a list of strings");
-    for (element x : a) {
-      std::string_view v;
-      if (x.get_string().get(v) != simdjson::SUCCESS) return fail(quoted(key) + " must be a list of strings");
-      out.emplace_back(v);
-    }
-    return std::optional<std::vector<std::string>>{std::move(out)};
-  }
-
   // A required integer > 0.
   result<int64_t> require_positive_int(std::string_view key) const {
     MODEL_CONFIG_TRY(v, get_int(key));

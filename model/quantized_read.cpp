@@ -12,6 +12,14 @@ namespace {
 
 std::string text(int64_t v) { return std::to_string(v); }
 
+// An I32 tensor's words (copied: the mapped data is 4-byte aligned only
+// where the file put it so).
+std::vector<int32_t> words_of(const tensor_info& t) {
+  std::vector<int32_t> out(t.nbytes / 4);
+  std::memcpy(out.data(), t.data, t.nbytes);
+  return out;
+}
+
 std::vector<float> floats_of(const tensor_info& t) {
   std::vector<float> out(t.nbytes / stored_type_size(t.type));
   tensor_to_f32(t, out.data());
@@ -42,21 +50,16 @@ status checkpoint::read_packed(const std::string& prefix, int64_t out, int64_t i
   auto scales_t = expect(prefix + ".scales", {groups, out}, stored_type::f32);
   if (!scales_t) return make_error(scales_t.error_message() + what);
   const std::vector<float> scales = floats_of(**scales_t);
-  const auto* qw = static_cast<const int32_t*>((*qweight)->data);
-  const auto* qz = static_cast<const int32_t*>((*qzeros)->data);
-  // The mapped data is 4-byte aligned only where the file put it so: copy.
-  std::vector<int32_t> qw_copy((*qweight)->nbytes / 4), qz_copy((*qzeros)->nbytes / 4);
-  std::memcpy(qw_copy.data(), qw, (*qweight)->nbytes);
-  std::memcpy(qz_copy.data(), qz, (*qzeros)->nbytes);
+  const std::vector<int32_t> qw = words_of(**qweight), qz = words_of(**qzeros);
   if (!gptq) {
-    awq_dequantize(qw_copy.data(), qz_copy.data(), scales.data(), in, out, q.group_size, w);
+    awq_dequantize(qw.data(), qz.data(), scales.data(), in, out, q.group_size, w);
     return {};
   }
   std::vector<int32_t> g_idx(static_cast<size_t>(in));
   if (find(prefix + ".g_idx") != nullptr) {
     auto g = expect(prefix + ".g_idx", {in}, stored_type::i32);
     if (!g) return std::move(g).take_error();
-    std::memcpy(g_idx.data(), (*g)->data, (*g)->nbytes);
+    g_idx = words_of(**g);
     for (int64_t i = 0; i < in; ++i) {
       if (g_idx[static_cast<size_t>(i)] < 0 || g_idx[static_cast<size_t>(i)] >= groups) {
         return make_error("tensor '" + prefix + ".g_idx' in " + (*g)->file + ": input " + text(i) + " is in group " +
@@ -69,7 +72,7 @@ status checkpoint::read_packed(const std::string& prefix, int64_t out, int64_t i
   } else {
     for (int64_t i = 0; i < in; ++i) g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / group);
   }
-  gptq_dequantize(qw_copy.data(), qz_copy.data(), scales.data(), g_idx.data(), in, out, q.bits,
+  gptq_dequantize(qw.data(), qz.data(), scales.data(), g_idx.data(), in, out, q.bits,
                   q.zeros_minus_one, w);
   return {};
 }

@@ -335,17 +335,17 @@ std::vector<std::string> checkpoint::names() const {
 status checkpoint::read_f32(const std::string& name, const std::vector<int64_t>& shape,
                             float* out) const {
   const tensor_info* t = find(name);
-  const bool packed = quant_.kind == quant_config::method::gptq || quant_.kind == quant_config::method::awq;
   const std::string suffix = ".weight";
-  if (t == nullptr && packed && shape.size() == 2 && name.size() > suffix.size() &&
+  if (t == nullptr && shape.size() == 2 && name.size() > suffix.size() &&
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
     const std::string prefix = name.substr(0, name.size() - suffix.size());
-    if (find(prefix + ".qweight") != nullptr) return read_packed(prefix, shape[0], shape[1], out);
-  }
-  if (t == nullptr && !packed && name.size() > suffix.size() &&
-      find(name.substr(0, name.size() - suffix.size()) + ".qweight") != nullptr) {
-    return make_error("tensor '" + name.substr(0, name.size() - suffix.size()) + ".qweight' is a packed (GPTQ / "
-                      "AWQ) weight, but config.json has no GPTQ or AWQ quantization_config");
+    if (find(prefix + ".qweight") != nullptr) {
+      if (quant_.kind == quant_config::method::gptq || quant_.kind == quant_config::method::awq) {
+        return read_packed(prefix, shape[0], shape[1], out);
+      }
+      return make_error("tensor '" + prefix + ".qweight' is a packed (GPTQ / AWQ) weight, but config.json has "
+                        "no GPTQ or AWQ quantization_config");
+    }
   }
   if (t != nullptr && t->type == stored_type::f8_e4m3 && shape.size() == 2 && t->shape == shape) {
     return read_fp8(*t, shape[0], shape[1], out);
