@@ -12,6 +12,7 @@
 // in the columns: q is [num_tokens, num_heads * head_dim].
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include <string>
@@ -108,6 +109,28 @@ inline void sort_tokens_by_slot(const std::vector<int32_t>& token_slots, int32_t
 
 // RoPE tables, [max_position, head_dim / 2] each, built on the host by the
 // model (which knows the scaling rule) and uploaded once.
+// A mixture-of-experts MLP's sizes (ops::reserve_moe).
+struct moe_shape {
+  int64_t max_tokens = 0, num_experts = 0, top_k = 0, inter = 0, hidden = 0;
+};
+
+// The scratch a backend with MoE kernels reserves for it (the memory plan
+// counts it): per slot (token x routed expert) the act and y rows in the
+// model's type, an id, a weight and a sorted entry, plus the per-expert
+// offsets and the tiles of moe_tile_slots slots a grouped product runs.
+constexpr int64_t moe_tile_slots = 64;
+// The most experts and the largest top-k a model may have (the CUDA
+// router's limits; the model refuses more at load).
+constexpr int64_t moe_max_experts = 512, moe_max_top_k = 32;
+inline int64_t moe_scratch_bytes(const moe_shape& s, dtype type) {
+  const int64_t slots = s.max_tokens * s.top_k;
+  const int64_t tiles = (slots + moe_tile_slots - 1) / moe_tile_slots + std::min(s.num_experts, slots);
+  const int64_t ints = slots /* ids */ + (s.num_experts + 1) + slots + 2 * tiles + 1;
+  constexpr int64_t alignment = 4 * 256;  // each of the four parts starts 256-byte aligned
+  return slots * (s.inter + s.hidden) * static_cast<int64_t>(dtype_size(type)) + slots * 4 /* weights */ +
+         ints * 4 + alignment;
+}
+
 struct rope_tables {
   tensor cos;
   tensor sin;
@@ -226,8 +249,13 @@ class ops {
   // renormalised when `renormalize`); out [n, h] = their weighted
   // down_e(silu(gate_e x) * up_e x), with gate_up [E * 2I, h] (expert e's
   // gate rows, then its up rows) and down [E * h, I]. Only where
-  // supports_moe() (the cpu backend so far; the model refuses others).
+  // supports_moe() (the cpu and cuda backends; the model refuses others).
   virtual bool supports_moe() const { return false; }
+  // Sizes moe_mlp's scratch for steps of up to shape.max_tokens tokens:
+  // called once by the model at load, before any forward pass or graph
+  // capture (moe_mlp allocates nothing). A backend that needs none keeps
+  // this default; cuda_ops reserves moe_scratch_bytes(shape, type).
+  virtual void reserve_moe(const moe_shape& /*shape*/, dtype /*type*/) {}
   virtual void moe_mlp(const tensor& /*x*/, const tensor& /*router_logits*/, const tensor& /*gate_up*/,
                        const tensor& /*down*/, int64_t /*num_experts*/, int64_t /*top_k*/,
                        bool /*renormalize*/, const tensor& /*out*/) {

@@ -82,6 +82,11 @@ void upload_part(ops& backend, const weight_load& load, const std::vector<float>
   }
 }
 
+// The MoE kernels' sizes for steps of up to `tokens` tokens.
+moe_shape moe_shape_of(const model_config& config, int64_t tokens) {
+  return {tokens, config.moe.num_experts, config.moe.top_k, config.moe.intermediate, config.hidden_size};
+}
+
 }  // namespace
 
 llama_model::llama_model(const model_config& config, ops& backend, int64_t max_num_tokens,
@@ -110,8 +115,14 @@ result<std::unique_ptr<llama_model>> llama_model::create(
   }
   if (config.moe.num_experts > 0) {
     if (!backend.supports_moe()) {
-      return make_error(config.architecture + " (mixture of experts) runs on the cpu backend only so far "
-                        "(its CUDA kernels are not written yet): use backend: cpu");
+      return make_error(config.architecture + " (mixture of experts) needs a backend with MoE kernels "
+                        "(cpu or cuda)");
+    }
+    if (config.moe.num_experts > moe_max_experts || config.moe.top_k > moe_max_top_k) {
+      return make_error(config.architecture + " has " + std::to_string(config.moe.num_experts) +
+                        " experts, top " + std::to_string(config.moe.top_k) + ": at most " +
+                        std::to_string(moe_max_experts) + " experts and a top " +
+                        std::to_string(moe_max_top_k) + " are supported");
     }
     if ((tp != nullptr && tp->size() > 1)) {
       return make_error("tensor_parallel_size " + std::to_string(tp->size()) + " with a mixture-of-experts "
@@ -267,6 +278,9 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   footprint f;
   f.weights = weights * element;
   f.workspace = activations * element + 2 * max_position * (d / 2) * 4;
+  // The MoE kernels' scratch (ops::reserve_moe: cuda_ops's; the cpu
+  // backend reserves none, so its plan is that much over).
+  if (m.num_experts > 0) f.workspace += moe_scratch_bytes(moe_shape_of(config, t), type);
   if (last && l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
   return f;
 }
@@ -293,7 +307,10 @@ void llama_model::allocate_workspace() {
     ws_.act = ops_.alloc(type_, t, layout_.intermediate);
   }
   ws_.selected = ops_.alloc(type_, t, h);
-  if (config_.moe.num_experts > 0) ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);
+  if (config_.moe.num_experts > 0) {
+    ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);
+    ops_.reserve_moe(moe_shape_of(config_, t), type_);
+  }
 }
 
 void llama_model::build_rope(int64_t max_position) {

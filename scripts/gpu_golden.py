@@ -10,7 +10,7 @@ largest prompt-logprob error.
 
   python3 scripts/gpu_golden.py [--troupe build-device/bin/troupe] [--tol-bf16 0.05]
                                 [--extra 'ARGS']   (more `generate` arguments, as JSON list)
-                                [--worker-devices 1] [--quant]
+                                [--worker-devices 1] [--quant | --moe]
 
 With --worker-devices, every run is two processes: the head (`generate`
 with --pipeline-parallel-size 2 --distributed-port, CUDA device 0) and a
@@ -29,6 +29,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODELS = ["tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"]
 # --quant: the quantized fixtures (dequantized at load: docs/quantization.md).
 QUANT = ["tiny-llama-gptq-g64", "tiny-llama-gptq-actorder", "tiny-qwen2-awq-g64", "tiny-qwen3-fp8-block"]
+# --moe: the mixture-of-experts fixtures (kernels/cuda/moe: docs/moe.md).
+MOE = ["tiny-qwen3-moe", "tiny-mixtral"]
 
 
 def compare(ref_steps, ref_ids, ours, tol):
@@ -78,7 +80,7 @@ def run(troupe, model, dtype, tol, extra=(), worker_devices=None, folder="models
            "--max-num-batched-tokens", "256", "--log-level", "warn", "--ignore-eos", *extra]
     env, worker = None, None
     if worker_devices is not None:
-        port = 29600 + (MODELS + QUANT).index(model) * 2 + (dtype == "bfloat16")
+        port = 29600 + (MODELS + QUANT + MOE).index(model) * 2 + (dtype == "bfloat16")
         cmd += ["--pipeline-parallel-size", "2", "--distributed-port", str(port),
                 "--distributed-timeout", "120", "--max-num-seqs", "64"]
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
@@ -117,14 +119,16 @@ def main():
     ap.add_argument("--worker-devices", default=None,
                     help="run stage 1 in a `troupe worker` process on these CUDA devices")
     ap.add_argument("--quant", action="store_true", help="the quantized fixtures (tests/data/quant)")
+    ap.add_argument("--moe", action="store_true", help="the mixture-of-experts fixtures (tests/data/moe)")
     a = ap.parse_args()
     extra = json.loads(a.extra)
     print("| model | dtype | cases passed | tolerance | max top-5 logprob error | max prompt logprob error |")
     print("| --- | --- | --- | --- | --- | --- |")
     failed = False
-    for model in QUANT if a.quant else MODELS:
+    folder, models = ("quant", QUANT) if a.quant else ("moe", MOE) if a.moe else ("models", MODELS)
+    for model in models:
         for dtype, tol in (("float32", a.tol_f32), ("bfloat16", a.tol_bf16)):
-            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices, "quant" if a.quant else "models")
+            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices, folder)
             failed |= "ERROR" in row or not row.split("|")[3].strip().startswith("5/5")
             print(row, flush=True)
     sys.exit(1 if failed else 0)

@@ -91,6 +91,10 @@ class cuda_ops final : public ops {
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
   void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up, const tensor& out,
                     const lora_delta* lora) override;
+  bool supports_moe() const override { return true; }
+  void reserve_moe(const moe_shape& shape, dtype type) override;
+  void moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
+               int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) override;
   int64_t lora_scratch_cols(int count, int64_t slots, int64_t rank) const override;
   void linear_lora(const tensor& x, const tensor& w, const tensor* bias, const lora_delta& lora,
                    const tensor& out) override;

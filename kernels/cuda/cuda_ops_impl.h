@@ -102,6 +102,21 @@ struct cuda_ops::impl {
     if (v != nullptr && std::strcmp(v, "only") == 0) return split_mode::only;
     return cuda::env_switch("TROUPE_GEMV_SPLIT") ? split_mode::on : split_mode::off;
   }();
+  // moe_mlp's scratch (reserve_moe; one buffer in device_buffers) and
+  // TROUPE_MOE_GEMV_SLOTS: steps of up to this many slots (tokens x
+  // top_k) run the decode GEMVs, larger ones the grouped GEMMs (0: always
+  // the grouped GEMMs; unset: cuda_moe.cpp's rule by the expected number
+  // of distinct experts).
+  struct moe_scratch {
+    moe_shape shape;
+    dtype type = dtype::f32;
+    void* data = nullptr;
+  };
+  moe_scratch moe;
+  int64_t moe_gemv_slots = [] {
+    const char* v = std::getenv("TROUPE_MOE_GEMV_SLOTS");
+    return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : int64_t{-1};
+  }();
   bool tuning_allowed = false;
   // keep_rows_consistent: products of up to gemv_max_rows rows use GEMV
   // variants without a split only (one order of sums for every row count).

@@ -1,7 +1,8 @@
-// The CUDA LoRA tests' fixture (cuda_lora_test, cuda_lora_products_test): a
-// cuda_ops for up to max_tokens tokens, random tensors whose host copies
-// hold the values as the device does, int arrays uploaded. Skips where no
-// CUDA device is visible (the build machines).
+// The CUDA LoRA and MoE tests' fixture (cuda_lora_test,
+// cuda_lora_products_test, cuda_moe_test): a cuda_ops for up to max_tokens
+// tokens, random tensors whose host copies hold the values as the device
+// does, int arrays uploaded. Skips where no CUDA device is visible (the
+// build machines).
 #pragma once
 
 #include <gtest/gtest.h>
