@@ -107,8 +107,6 @@ inline void sort_tokens_by_slot(const std::vector<int32_t>& token_slots, int32_t
   starts.resize(static_cast<size_t>(slots) + 1);
 }
 
-// RoPE tables, [max_position, head_dim / 2] each, built on the host by the
-// model (which knows the scaling rule) and uploaded once.
 // A mixture-of-experts MLP's sizes (ops::reserve_moe).
 struct moe_shape {
   int64_t max_tokens = 0, num_experts = 0, top_k = 0, inter = 0, hidden = 0;
@@ -131,6 +129,8 @@ inline int64_t moe_scratch_bytes(const moe_shape& s, dtype type) {
          ints * 4 + alignment;
 }
 
+// RoPE tables, [max_position, head_dim / 2] each, built on the host by the
+// model (which knows the scaling rule) and uploaded once.
 struct rope_tables {
   tensor cos;
   tensor sin;

@@ -5,6 +5,7 @@
 // grouped GEMMs and the weighted sum.
 // Nothing here synchronises or allocates (reserve_moe did), so decode
 // steps capture into CUDA graphs.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -69,7 +70,10 @@ void cuda_ops::reserve_moe(const moe_shape& shape, dtype type) {
   impl::moe_scratch& m = impl_->moe;
   TROUPE_CHECK(shape.num_experts >= 1 && shape.num_experts <= cuda::moe_max_experts);
   TROUPE_CHECK(shape.top_k >= 1 && shape.top_k <= cuda::moe_max_top_k && shape.top_k <= shape.num_experts);
-  if (m.data != nullptr) TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));  // the old one is kept
+  // Called once by a model at load; a second call (tests: another shape)
+  // allocates anew and keeps the old buffer until the object goes (graphs
+  // captured with it may still run), which the memory plan does not count.
+  if (m.data != nullptr) TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
   void* data = nullptr;
   TROUPE_CUDA_CHECK(cudaMalloc(&data, static_cast<size_t>(moe_scratch_bytes(shape, type))));
   impl_->device_buffers.push_back(data);
@@ -97,8 +101,10 @@ void cuda_ops::moe_mlp(const tensor& x, const tensor& router_logits, const tenso
   const int experts = static_cast<int>(num_experts), k = static_cast<int>(top_k);
   const bool gemv = runs_gemv(n, num_experts, top_k, impl_->moe_gemv_slots) && !impl_->rows_consistent &&
                     cuda::moe_gemv_supported(h, inter);
-  // Bytes: every expert's weights at most (a step reads those its tokens chose).
-  const double weight_bytes = static_cast<double>(gate_up.numel() + down.numel()) * dtype_size(x.type);
+  // Bytes: the experts' weights a step can read at most (one a slot, every
+  // expert at most; a step reads those its tokens chose).
+  const double weight_bytes = static_cast<double>(gate_up.numel() + down.numel()) * dtype_size(x.type) *
+                              static_cast<double>(std::min(num_experts, slots)) / static_cast<double>(num_experts);
   op_scope scope(
       *impl_,
       [&] { return std::string(gemv ? "moe_mlp (GEMV) " : "moe_mlp (grouped) ") + std::to_string(n) + " tokens"; },

@@ -278,7 +278,7 @@ void moe_sort(const int32_t* ids, int64_t slots, int experts, const moe_index& i
 void moe_gemv_up(element_type t, const void* x, const int32_t* ids, int64_t slots, int top_k,
                  const void* gate_up, int64_t inter, int64_t hidden, void* act,
                  cudaStream_t stream) {
-  TROUPE_CHECK(moe_gemv_supported(hidden, inter));
+  TROUPE_CHECK(moe_gemv_supported(hidden, inter) && slots <= 65535);
   if (slots == 0) return;
   const dim3 grid(static_cast<unsigned>(inter), static_cast<unsigned>(slots));
   with_element(t, [&](auto tag) {
@@ -292,7 +292,7 @@ void moe_gemv_up(element_type t, const void* x, const int32_t* ids, int64_t slot
 void moe_gemv_down_sum(element_type t, const void* act, const int32_t* ids, const float* weights,
                        int64_t n, int top_k, const void* down, int64_t hidden, int64_t inter,
                        void* out, int64_t out_stride, cudaStream_t stream) {
-  TROUPE_CHECK(moe_gemv_supported(hidden, inter));
+  TROUPE_CHECK(moe_gemv_supported(hidden, inter) && n <= 65535 && top_k >= 1 && top_k <= moe_max_top_k);
   if (n == 0) return;
   const dim3 grid(static_cast<unsigned>(hidden), static_cast<unsigned>(n));
   with_element(t, [&](auto tag) {

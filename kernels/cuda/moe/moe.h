@@ -15,16 +15,19 @@
 //                cores (WMMA), float32 on the SIMT path), SiLU-and-mul
 //                fused into the gate/up product's epilogue.
 //   moe_gemv_up / moe_gemv_down_sum: the decode form for a few tokens, no
-//                sort: a warp an output row of one slot's expert (up) or
-//                of all of a token's slots, summed with their weights
-//                (down), reading only the selected experts' weights, once
-//                each; no combine after it.
+//                sort: a block (its threads splitting k) an output of one
+//                slot's expert (up) or of all of a token's slots, summed
+//                with their weights (down), reading only the selected
+//                experts' weights, once a slot; no combine after it.
 //   moe_combine: out[t] = sum_j weight[t, j] * y[t * top_k + j] in float32
 //                (j order), rounded once.
 // Weights: gate_up [E * 2I, h] (expert e's gate rows at e * 2I, its up rows
 // at e * 2I + I), down [E * h, I]; act [slots, I] and y [slots, h] in the
 // element type. The gate and up sums are rounded to the element type before
-// SiLU-and-mul, the act and y values once, as the unfused model would.
+// SiLU-and-mul, the act values (and the grouped form's y values) once, as
+// the unfused model would; the decode form sums a token's slots in float32
+// without rounding each slot's output first, so the two forms differ by
+// the element type's rounding (keep_rows_consistent runs one form only).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -64,13 +67,14 @@ void moe_sort(const int32_t* ids, int64_t slots, int experts, const moe_index& i
 // of 8, so that every row is read in 16-byte pieces).
 bool moe_gemv_supported(int64_t hidden, int64_t inter);
 // act[s, j] = silu(g) * u, g and u expert ids[s]'s gate row j and up row j
-// times x[s / top_k].
+// times x[s / top_k]. REQUIRES: slots <= 65535 (a block row a slot).
 void moe_gemv_up(element_type t, const void* x, const int32_t* ids, int64_t slots, int top_k,
                  const void* gate_up, int64_t inter, int64_t hidden, void* act,
                  cudaStream_t stream);
 // out[t, r] = sum_j weights[t, j] * (down row r of expert ids[t, j] times
 // act[t * top_k + j]), in float32, rounded once (the decode form of
 // moe_gemm_down and moe_combine). out row t at out + t * out_stride.
+// REQUIRES: top_k <= moe_max_top_k, n <= 65535 (as moe_gemv_up's slots).
 void moe_gemv_down_sum(element_type t, const void* act, const int32_t* ids, const float* weights,
                        int64_t n, int top_k, const void* down, int64_t hidden, int64_t inter,
                        void* out, int64_t out_stride, cudaStream_t stream);
