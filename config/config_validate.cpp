@@ -66,10 +66,6 @@ void check_model_section(const engine_config& c, const model_config* model,
     if (c.enable_lora) {
       out.push_back("enable_lora: not supported yet with a mixture-of-experts model (" + model->architecture + ")");
     }
-    if (c.tensor_parallel_size > 1) {
-      out.push_back("tensor_parallel_size: " + std::to_string(c.tensor_parallel_size) +
-                    " with a mixture-of-experts model is not supported yet (1 works)");
-    }
   }
   if (!chat_template_is_inline(c.chat_template) && !std::ifstream(c.chat_template)) {
     out.push_back("chat_template: '" + c.chat_template + "' is neither a readable file nor a template");

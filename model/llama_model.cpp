@@ -82,9 +82,9 @@ void upload_part(ops& backend, const weight_load& load, const std::vector<float>
   }
 }
 
-// The MoE kernels' sizes for steps of up to `tokens` tokens.
-moe_shape moe_shape_of(const model_config& config, int64_t tokens) {
-  return {tokens, config.moe.num_experts, config.moe.top_k, config.moe.intermediate, config.hidden_size};
+// The MoE kernels' sizes for steps of up to `tokens` tokens on a rank.
+moe_shape moe_shape_of(const model_config& config, const tp_layout& layout, int64_t tokens) {
+  return {tokens, config.moe.num_experts, config.moe.top_k, layout.expert_intermediate, config.hidden_size};
 }
 
 }  // namespace
@@ -123,10 +123,6 @@ result<std::unique_ptr<llama_model>> llama_model::create(
                         " experts, top " + std::to_string(config.moe.top_k) + ": at most " +
                         std::to_string(moe_max_experts) + " experts and a top " +
                         std::to_string(moe_max_top_k) + " are supported");
-    }
-    if ((tp != nullptr && tp->size() > 1)) {
-      return make_error("tensor_parallel_size " + std::to_string(tp->size()) + " with a mixture-of-experts "
-                        "model is not supported yet (1 works)");
     }
   }
   std::unique_ptr<llama_model> model(new llama_model(
@@ -206,21 +202,24 @@ status llama_model::load_weights(const weight_source& source,
     }
     if (is_moe_layer(config_, i)) {
       const moe_config& m = config_.moe;
-      const int64_t experts = m.num_experts, ei = m.intermediate;
+      // Every expert's slice of rows (gate, up) and columns (down) on
+      // each rank (tp_layout); the router replicated.
+      const int64_t experts = m.num_experts, ei = m.intermediate, local = l.expert_intermediate;
+      const std::vector<shard_run> runs = l.expert_intermediate_runs(ei);
       const std::string moe = m.mixtral_names ? "block_sparse_moe." : "mlp.";
       w.moe = true;
       add(layer_name(i, (moe + "gate.weight").c_str()), {experts, h}, experts, h, w.router, false,
           {{0, 0, experts}});
-      w.experts_gate_up = ops_.alloc(type_, experts * 2 * ei, h);
-      w.experts_down = ops_.alloc(type_, experts * h, ei);
+      w.experts_gate_up = ops_.alloc(type_, experts * 2 * local, h);
+      w.experts_down = ops_.alloc(type_, experts * h, local);
       for (int64_t e = 0; e < experts; ++e) {
         const std::string expert = moe + "experts." + std::to_string(e) + ".";
         const auto name = [&](const char* mixtral, const char* qwen) {
           return layer_name(i, (expert + (m.mixtral_names ? mixtral : qwen) + ".weight").c_str());
         };
-        stacked(name("w1", "gate_proj"), {ei, h}, w.experts_gate_up, e * 2 * ei, ei, {{0, 0, ei}});
-        stacked(name("w3", "up_proj"), {ei, h}, w.experts_gate_up, e * 2 * ei + ei, ei, {{0, 0, ei}});
-        stacked(name("w2", "down_proj"), {h, ei}, w.experts_down, e * h, h, {{0, 0, h}});
+        stacked(name("w1", "gate_proj"), {ei, h}, w.experts_gate_up, e * 2 * local, local, runs);
+        stacked(name("w3", "up_proj"), {ei, h}, w.experts_gate_up, e * 2 * local + local, local, runs);
+        loads.push_back({name("w2", "down_proj"), {h, ei}, w.experts_down.row_slice(e * h, h), true, runs});
       }
       continue;
     }
@@ -267,7 +266,7 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   const moe_config& m = config.moe;
   int64_t weights = first ? vocab_rows : 0;
   for (int64_t i = layers.begin; i < layers.end; ++i) {
-    weights += layer + (is_moe_layer(config, i) ? m.num_experts * (h + 3 * m.intermediate * h)
+    weights += layer + (is_moe_layer(config, i) ? m.num_experts * (h + 3 * l.expert_intermediate * h)
                                                 : 3 * l.intermediate * h);
   }
   if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
@@ -280,7 +279,7 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   f.workspace = activations * element + 2 * max_position * (d / 2) * 4;
   // The MoE kernels' scratch (ops::reserve_moe: cuda_ops's; the cpu
   // backend reserves none, so its plan is that much over).
-  if (m.num_experts > 0) f.workspace += moe_scratch_bytes(moe_shape_of(config, t), type);
+  if (m.num_experts > 0) f.workspace += moe_scratch_bytes(moe_shape_of(config, l, t), type);
   if (last && l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
   return f;
 }
@@ -309,7 +308,7 @@ void llama_model::allocate_workspace() {
   ws_.selected = ops_.alloc(type_, t, h);
   if (config_.moe.num_experts > 0) {
     ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);
-    ops_.reserve_moe(moe_shape_of(config_, t), type_);
+    ops_.reserve_moe(moe_shape_of(config_, layout_, t), type_);
   }
 }
 
@@ -357,11 +356,12 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   linear(attn, w.o_proj, hidden, lora_for(lora_target::o_proj, 1));
   all_reduce(hidden);  // row-parallel: the ranks' partial products
   ops_.add_rms_norm(residual, hidden, w.post_attention_norm, eps, normed);
-  if (w.moe) {  // one rank (create refuses more): nothing to reduce
+  if (w.moe) {  // every rank routes alike (replicated router) over its slice of each expert
     const tensor router = ws_.router_logits.row_slice(0, n);
     ops_.linear(normed, w.router, nullptr, router);
     ops_.moe_mlp(normed, router, w.experts_gate_up, w.experts_down, config_.moe.num_experts,
                  config_.moe.top_k, config_.moe.renormalize, hidden);
+    all_reduce(hidden);  // row-parallel down products: the ranks' partial sums
     return;
   }
   const tensor gate_up = ws_.gate_up.row_slice(0, n);

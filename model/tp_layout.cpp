@@ -36,9 +36,17 @@ std::vector<shard_run> tp_layout::intermediate_runs(int64_t intermediate_size) c
   return {{0, intermediate_begin, real}};
 }
 
+std::vector<shard_run> tp_layout::expert_intermediate_runs(int64_t moe_intermediate_size) const {
+  const int64_t real =
+      std::clamp<int64_t>(moe_intermediate_size - expert_intermediate_begin, 0, expert_intermediate);
+  if (real == 0) return {};
+  return {{0, expert_intermediate_begin, real}};
+}
+
 bool tp_layout::padded(const model_config& model) const {
   return count_padding(q_head_of) > 0 || count_padding(kv_head_of) > 0 ||
-         intermediate * size != model.intermediate_size;
+         intermediate * size != model.intermediate_size ||
+         expert_intermediate * size != model.moe.intermediate * (model.moe.num_experts > 0 ? 1 : 0);
 }
 
 result<tp_layout> make_tp_layout(const model_config& model, int size, int rank) {
@@ -87,6 +95,10 @@ result<tp_layout> make_tp_layout(const model_config& model, int size, int rank) 
   l.q_heads = static_cast<int64_t>(l.q_head_of.size());
   l.intermediate = round_up(model.intermediate_size, t) / t;
   l.intermediate_begin = rank * l.intermediate;
+  if (model.moe.num_experts > 0) {
+    l.expert_intermediate = round_up(model.moe.intermediate, t) / t;
+    l.expert_intermediate_begin = rank * l.expert_intermediate;
+  }
   l.vocab_parallel = t > 1 && model.vocab_size % t == 0;
   l.vocab = l.vocab_parallel ? model.vocab_size / t : model.vocab_size;
   l.vocab_begin = l.vocab_parallel ? rank * l.vocab : 0;
@@ -107,6 +119,10 @@ std::string describe(const tp_layout& l, const model_config& model) {
   if (l.kv_replicas > 1) s += " (each on " + std::to_string(l.kv_replicas) + " ranks)";
   s += ", intermediate " + std::to_string(l.intermediate) + " of " +
        std::to_string(model.intermediate_size);
+  if (model.moe.num_experts > 0) {
+    s += ", each expert's " + std::to_string(l.expert_intermediate) + " of " +
+         std::to_string(model.moe.intermediate);
+  }
   if (l.vocab_parallel) {
     s += ", vocabulary rows " + std::to_string(l.vocab_begin) + ".." +
          std::to_string(l.vocab_begin + l.vocab - 1);

@@ -19,7 +19,9 @@
 // query heads are padded up to a multiple of its ranks. Padded rows and
 // columns are zeros: a padded query head's output meets a zero column of
 // o_proj, so it adds nothing. The intermediate size is padded up to a
-// multiple of T the same way (silu(0) * 0 = 0, zero columns of down_proj).
+// multiple of T the same way (silu(0) * 0 = 0, zero columns of down_proj),
+// and so is each expert's of a mixture-of-experts model (vLLM's default:
+// every rank holds every expert's slice; the router is replicated).
 // Within a rank the layout is ordinary GQA: local query head j reads local
 // KV head j / (q_heads / kv_heads).
 //
@@ -57,6 +59,10 @@ struct tp_layout {
   // Local intermediate rows, from global row intermediate_begin (the rows
   // past the model's intermediate_size are padding).
   int64_t intermediate = 0, intermediate_begin = 0;
+  // Mixture-of-experts models: each expert's local intermediate rows (its
+  // gate/up rows, its down_proj's columns), from global row
+  // expert_intermediate_begin, padded as the dense ones (0 for dense models).
+  int64_t expert_intermediate = 0, expert_intermediate_begin = 0;
   // Local embedding / LM head rows, from global row vocab_begin.
   int64_t vocab = 0, vocab_begin = 0;
   bool vocab_parallel = false;
@@ -67,7 +73,10 @@ struct tp_layout {
   // Runs of the intermediate rows (gate, up) or down_proj's columns, of a
   // model with `intermediate_size` real rows.
   std::vector<shard_run> intermediate_runs(int64_t intermediate_size) const;
-  // Whether some local query head, KV head or intermediate row is padding.
+  // The same for each expert's rows (columns), of moe_intermediate_size.
+  std::vector<shard_run> expert_intermediate_runs(int64_t moe_intermediate_size) const;
+  // Whether some local query head, KV head or (expert) intermediate row is
+  // padding.
   bool padded(const model_config& model) const;
 };
 

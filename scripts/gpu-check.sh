@@ -59,9 +59,11 @@ TROUPE_DEBUG_TP_COMM=1 build-device/bin/troupe generate --model tests/data/model
 if grep -q "tensor parallel rank 0/1" "$out/nccl-one-rank.log"; then nccl=pass; else nccl=FAIL; fi
 rows+=("| one-rank NCCL group in troupe (TROUPE_DEBUG_TP_COMM=1) | $nccl | $out/nccl-one-rank.log |")
 TROUPE_DEBUG_TP_COMM=1 golden "-nccl1"
+TROUPE_DEBUG_TP_COMM=1 golden "-moe-nccl1" --moe --tol-bf16 3.5
 gpus=$(nvidia-smi -L | wc -l)
 for t in 2 4; do
   (( gpus >= t )) && golden "-tp$t" --extra "[\"--tensor-parallel-size\", \"$t\"]"
+  (( gpus >= t )) && golden "-moe-tp$t" --moe --tol-bf16 3.5 --extra "[\"--tensor-parallel-size\", \"$t\"]"
 done
 (( gpus >= 2 )) && golden "-pp2" --extra '["--pipeline-parallel-size", "2"]'
 (( gpus >= 4 )) && golden "-tp2pp2" --extra '["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]'

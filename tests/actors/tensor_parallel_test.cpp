@@ -267,6 +267,36 @@ TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
   }
 }
 
+// The same for the mixture-of-experts fixtures, whose plan also counts the
+// MoE kernels' scratch (ops::moe_scratch_bytes), which only the cuda
+// backend reserves: every expert's slice on every rank, the router
+// replicated.
+TEST(tensor_parallel_memory, moe_footprint_is_what_create_allocates_plus_the_kernels_scratch) {
+  for (const std::string name : {"tiny-qwen3-moe", "tiny-mixtral"}) {
+    auto cfg = load_model_config(std::string(TROUPE_TEST_DATA) + "/moe/" + name);
+    ASSERT_TRUE(static_cast<bool>(cfg));
+    for (int size : {1, 2, 3}) {
+      auto members = cpu_group::create(size);
+      for (int r = 0; r < size; ++r) {
+        cpu_ops backend;
+        weight_source source;  // dummy
+        model_parallel parallel;
+        parallel.tp = members[static_cast<size_t>(r)].get();
+        parallel.max_logits_rows = 64;
+        auto model = llama_model::create(cfg.value(), backend, source, 100, 80, parallel);
+        ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
+        const tp_layout& l = model.value()->layout();
+        const auto f = llama_model::memory_footprint(cfg.value(), l, 0, 1, dtype::f32, 100, 80, 64);
+        const moe_shape scratch{100, cfg->moe.num_experts, cfg->moe.top_k, l.expert_intermediate,
+                                cfg->hidden_size};
+        EXPECT_EQ(l.expert_intermediate, (cfg->moe.intermediate + size - 1) / size);
+        EXPECT_EQ(f.weights + f.workspace - moe_scratch_bytes(scratch, dtype::f32), backend.allocated_bytes())
+            << name << " T=" << size << " rank " << r;
+      }
+    }
+  }
+}
+
 TEST(tensor_parallel_dummy, dummy_weights_are_the_same_for_every_t) {
   // The prompt tokens' logprobs (the sampled tokens may part at near-ties:
   // dummy weights give nearly flat distributions). They spread over about

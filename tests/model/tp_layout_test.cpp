@@ -102,6 +102,30 @@ TEST(tp_layout, intermediate_rows_are_split_once_and_padded_at_the_end) {
   }
 }
 
+// Each expert's rows of a mixture-of-experts model: split and padded as
+// the dense intermediate rows, every expert alike; none for a dense model.
+TEST(tp_layout, each_experts_rows_are_split_once_and_padded_at_the_end) {
+  for (int64_t inter : {64, 192, 768}) {
+    for (int t = 1; t <= 8; ++t) {
+      model_config m = config_of(8, 8);
+      m.moe.num_experts = 8;
+      m.moe.top_k = 2;
+      m.moe.intermediate = inter;
+      std::vector<int> covered(static_cast<size_t>(inter), 0);
+      for (const tp_layout& l : layouts(m, t)) {
+        EXPECT_EQ(l.expert_intermediate, (inter + t - 1) / t);
+        EXPECT_EQ(l.padded(m), inter % t != 0 || 256 % t != 0) << inter << " T " << t;
+        for (const shard_run& run : l.expert_intermediate_runs(inter)) {
+          EXPECT_EQ(run.dst, 0);
+          for (int64_t i = 0; i < run.count; ++i) ++covered[static_cast<size_t>(run.src + i)];
+        }
+      }
+      for (int c : covered) ASSERT_EQ(c, 1) << inter << " T " << t;
+    }
+  }
+  for (const tp_layout& l : layouts(config_of(8, 8), 2)) EXPECT_EQ(l.expert_intermediate, 0);
+}
+
 TEST(tp_layout, vocabulary_is_split_when_t_divides_it) {
   const auto split = layouts(config_of(8, 2, 256, 1024), 4);
   for (int r = 0; r < 4; ++r) {
