@@ -268,6 +268,9 @@ struct engine_stats {
   int64_t num_generated_tokens = 0;
   int64_t num_computed_tokens = 0;  // tokens run through the model (prefix hits excluded)
   int64_t num_preemptions = 0;
+  // KV computed again after preemptions by recompute (the victims' computed
+  // tokens when preempted; prefix-cache hits at re-admission spare some).
+  int64_t num_recomputed_tokens = 0;
   int64_t num_steps = 0;
   int64_t num_steps_ahead = 0;  // steps planned while the previous one ran (async scheduling)
   int64_t num_running = 0;
@@ -463,7 +466,7 @@ typename Inspector::result_type inspect(Inspector& f, step_output& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
   return f(caf::meta::type_name("engine_stats"), x.num_requests_finished, x.num_prompt_tokens,
-           x.num_generated_tokens, x.num_computed_tokens, x.num_preemptions, x.num_steps,
+           x.num_generated_tokens, x.num_computed_tokens, x.num_preemptions, x.num_recomputed_tokens, x.num_steps,
            x.num_steps_ahead, x.num_running, x.num_waiting, x.num_waiting_tokens, x.num_blocks_total, x.num_blocks_free,
            x.prefix_cache_queries, x.prefix_cache_hits, x.num_swap_outs, x.num_swapped,
            x.num_cpu_blocks_total, x.num_cpu_blocks_free, x.spec_num_drafts,

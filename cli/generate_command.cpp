@@ -230,11 +230,13 @@ int run_generate(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr,
                "stats: requests=%lld prompt_tokens=%lld generated_tokens=%lld preemptions=%lld "
-               "prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld%s%s elapsed_s=%.3f\n",
+               "recomputed_tokens=%lld prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld%s%s "
+               "elapsed_s=%.3f\n",
                static_cast<long long>(stats.num_requests_finished),
                static_cast<long long>(stats.num_prompt_tokens),
                static_cast<long long>(stats.num_generated_tokens),
-               static_cast<long long>(stats.num_preemptions), hit_rate,
+               static_cast<long long>(stats.num_preemptions),
+               static_cast<long long>(stats.num_recomputed_tokens), hit_rate,
                static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_steps_ahead),
                spec_fields.c_str(), lora_fields.c_str(), elapsed);
   return status;

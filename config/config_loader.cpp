@@ -52,6 +52,7 @@ const std::vector<field>& fields() {
       {"max_num_batched_tokens", &c::max_num_batched_tokens},
       {"enable_chunked_prefill", &c::enable_chunked_prefill},
       {"scheduling_policy", &c::scheduling_policy},
+      {"kv_admission", &c::kv_admission},
       {"max_num_seqs_per_request", &c::max_num_seqs_per_request}, {"max_n", &c::max_n},
       {"max_waiting_seqs", &c::max_waiting_seqs}, {"max_waiting_tokens", &c::max_waiting_tokens},
       {"enforce_eager", &c::enforce_eager},

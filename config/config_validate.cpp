@@ -120,6 +120,7 @@ void check_scheduler_section(const engine_config& c, const model_config* model,
                   std::to_string(max_model_len) + " and enable_chunked_prefill is false");
   }
   check_one_of("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}, out);
+  check_one_of("kv_admission", c.kv_admission, {"reserve", "chunk"}, out);
   if (c.max_num_seqs_per_request &&
       check_at_least_one("max_num_seqs_per_request", *c.max_num_seqs_per_request, out) &&
       seqs_ok && *c.max_num_seqs_per_request > *c.max_num_seqs) {

@@ -59,6 +59,11 @@ struct engine_config {
   std::optional<int64_t> max_num_batched_tokens;
   bool enable_chunked_prefill = true;
   std::string scheduling_policy = "fcfs";  // fcfs | priority
+  // reserve: admit a request only when the running set, it included, is
+  // expected to fit its KV to completion (actors/scheduler/kv_admission.h);
+  // chunk: when its next chunk fits (vLLM's rule; more preemption under
+  // long generations).
+  std::string kv_admission = "reserve";
   // Fair sharing (actors/scheduler/fair_share.h): the running slots one API
   // request (its prompts times n) may hold, and the same fraction of a
   // step's prefill tokens while others want them. Unset: max_num_seqs / 2.

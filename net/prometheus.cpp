@@ -84,6 +84,10 @@ std::string render_prometheus(const std::string& model_name, const engine_stats&
   p.counter("prefix_cache_hits_total", "Prefix-cache hits, in number of cached tokens.",
             s.prefix_cache_hits);
   p.counter("num_preemptions_total", "Cumulative number of preemptions.", s.num_preemptions);
+  p.counter("num_preempted_tokens_recomputed_total",
+            "Computed tokens thrown away by preemptions by recompute (to compute again).",
+            s.num_recomputed_tokens);
+  p.counter("num_swap_outs_total", "Preemptions by swap to host memory.", s.num_swap_outs);
   p.counter("prompt_tokens_total", "Number of prefill tokens processed.", s.num_prompt_tokens);
   p.counter("generation_tokens_total", "Number of generation tokens processed.", s.num_generated_tokens);
   p.header("request_success_total", "counter", "Count of finished requests by finish reason.");

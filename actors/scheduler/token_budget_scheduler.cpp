@@ -27,6 +27,13 @@ token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
     : limits_(limits),
       fair_(share_limits(limits)),
       seed_rng_(limits.seed),
+      admission_([&] {
+        kv_admission_config c;
+        c.enabled = limits.reserve_kv;
+        c.block_size = limits.block_size;
+        c.num_blocks = limits.num_blocks_usable;
+        return c;
+      }()),
       num_blocks_free_(limits.num_blocks_usable),
       num_cpu_blocks_free_(limits.num_cpu_blocks) {
   TROUPE_CHECK(limits.block_size > 0 && limits.num_blocks_usable > 0);
@@ -133,6 +140,24 @@ int64_t token_budget_scheduler::blocks_needed(const request_state& r,
   return std::max<int64_t>(0, blocks - static_cast<int64_t>(r.block_ids.size())) + (cow ? 1 : 0);
 }
 
+bool token_budget_scheduler::runs_to_max_tokens(const sampling_params& p) {
+  return (p.ignore_eos && p.stop.empty() && p.stop_token_ids.empty()) || p.min_tokens >= p.max_tokens;
+}
+
+int64_t token_budget_scheduler::tokens_left(const request_state& r) const {
+  const int64_t generated = static_cast<int64_t>(r.output_ids.size()) + r.placeholders;
+  return std::max<int64_t>(0, std::min<int64_t>(r.params.max_tokens - generated,
+                                                limits_.max_model_len - r.num_tokens_eff()));
+}
+
+void token_budget_scheduler::add_demands(const request_state& r, size_t kids,
+                                         std::vector<kv_admission::demand>& out) const {
+  const int64_t expected = admission_.expected_tokens(tokens_left(r), runs_to_max_tokens(r.params));
+  out.push_back({r.num_tokens_eff(), expected});
+  // A parked sample: its own outputs, and a block for copy-on-write.
+  for (size_t i = 0; i < kids; ++i) out.push_back({limits_.block_size, expected});
+}
+
 int64_t token_budget_scheduler::expected_cached(const request_state& r) const {
   if (!r.prompt_progress || !limits_.enable_prefix_caching || !limits_.enable_chunked_prefill ||
       r.num_computed_tokens > 0 || r.num_cpu_blocks > 0 || r.params.prompt_logprobs >= 0) {
@@ -233,9 +258,24 @@ bool token_budget_scheduler::can_schedule_ahead() const {
     const int64_t left = r->num_tokens() - r->num_computed_tokens;
     const int64_t num_new = std::min(left, budget);
     if (!limits_.enable_chunked_prefill && num_new < left) return false;
-    return blocks_needed(*r, num_new) <= free;
+    if (blocks_needed(*r, num_new) > free) return false;
+    return !admission_.enabled() || running_.empty() || admits(*r, running_demands(), 0);
   }
   return false;
+}
+
+std::vector<kv_admission::demand> token_budget_scheduler::running_demands() const {
+  std::vector<kv_admission::demand> demands;
+  for (const request_ptr& r : running_) {
+    if (!r->done) add_demands(*r, r->children.size(), demands);
+  }
+  return demands;
+}
+
+bool token_budget_scheduler::admits(const request_state& r, std::vector<kv_admission::demand> demands,
+                                    size_t kids) const {
+  add_demands(r, kids, demands);
+  return admission_.peak_blocks(std::move(demands)) <= admission_.capacity_blocks();
 }
 
 kv_transaction token_budget_scheduler::schedule() {
@@ -256,6 +296,7 @@ kv_transaction token_budget_scheduler::schedule() {
   choose_spec_tokens();
   waiting_for_adapters_ = false;
   const bool preempted = schedule_running(txn, budget);
+  if (!ahead_) admission_.on_step(preempted);  // (steps planned ahead never preempt)
   // As vLLM: a step that had to preempt admits nobody new.
   if (!preempted) schedule_waiting(txn, budget);
   ++in_flight_;
@@ -374,6 +415,10 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
   int64_t slots = count_slots(false);
   std::vector<request_ptr> skipped;
   std::unordered_set<int64_t> adapters = running_adapters(), reading;
+  // KV pressure: the running requests' demands, and each admission's.
+  std::vector<kv_admission::demand> demands;
+  if (admission_.enabled()) demands = running_demands();
+  const bool alone = running_.empty();
   while (!waiting_.empty() && budget > 0 && slots < limits_.max_num_seqs) {
     const request_ptr r = waiting_.front();
     const int64_t cached = expected_cached(*r);
@@ -401,6 +446,12 @@ void token_budget_scheduler::schedule_waiting(kv_transaction& txn, int64_t& budg
     // Counted as if nothing were cached: the block manager needs at most this.
     const int64_t need = blocks_needed(*r, cached + num_new) + static_cast<int64_t>(kids);
     if (need > num_blocks_free_) break;
+    // With kv_admission: only if it and the running set are expected to fit
+    // to completion (always the first of an empty running set).
+    if (admission_.enabled()) {
+      if (!(alone && admitting_.empty()) && !admits(*r, demands, kids)) break;
+      add_demands(*r, kids, demands);
+    }
     waiting_.pop_front();
     r->in_waiting = false;
     if (r->params.lora_id != 0) adapters.insert(r->params.lora_id);
@@ -566,6 +617,7 @@ void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& 
     ++stats_.num_swap_outs;
   } else {
     release_blocks(*victim, txn);
+    stats_.num_recomputed_tokens += victim->num_computed_tokens;
     victim->num_computed_tokens = 0;
     victim->num_tokens_sent_to_kv = 0;
   }

@@ -64,6 +64,7 @@
 
 #include "actors/messages.h"
 #include "actors/scheduler/fair_share.h"
+#include "actors/scheduler/kv_admission.h"
 #include "actors/scheduler/spec_control.h"
 
 namespace troupe {
@@ -95,6 +96,11 @@ struct scheduler_limits {
   // how many of them each step verifies (spec_adaptive false: all of them).
   int32_t num_speculative_tokens = 0;
   bool spec_adaptive = true;
+  // KV pressure (kv_admission.h): admit a waiting request only when the
+  // running set, it included, is expected to fit to completion (off: vLLM's
+  // rule, its next chunk fits). The engine turns it on (config
+  // `kv_admission: reserve`, the default).
+  bool reserve_kv = false;
   // LoRA: at most this many distinct adapters among the running requests
   // (the worker's device slots); a waiting request whose adapter would be
   // one too many waits, without holding back requests of resident adapters
@@ -263,6 +269,17 @@ class token_budget_scheduler {
   bool forks_in_play() const;
 
   int64_t blocks_needed(const request_state& r, int64_t num_new_tokens) const;
+  // KV pressure (kv_admission): r's demands (itself, and `kids` of its
+  // parked samples, which share its prompt's blocks), appended to `out`;
+  // the running requests' demands; whether r admitted beside `demands`
+  // (with `kids` samples) keeps their peak within the cache; whether a
+  // request cannot stop before max_tokens (ignore_eos without stops, or
+  // min_tokens at max_tokens); the tokens r may still generate.
+  void add_demands(const request_state& r, size_t kids, std::vector<kv_admission::demand>& out) const;
+  std::vector<kv_admission::demand> running_demands() const;
+  bool admits(const request_state& r, std::vector<kv_admission::demand> demands, size_t kids) const;
+  static bool runs_to_max_tokens(const sampling_params& p);
+  int64_t tokens_left(const request_state& r) const;
   // Tokens a waiting request will find in the prefix cache because a sibling
   // sample computed its prompt (0 when unknown); a smaller hit only makes its
   // first chunk end earlier.
@@ -340,6 +357,7 @@ class token_budget_scheduler {
   std::deque<std::vector<request_id>> asked_;  // per sync not yet answered: whose proposals it asked
   std::chrono::steady_clock::time_point last_update_;  // for the step cost (control_)
   spec_control control_;
+  kv_admission admission_;
   std::unordered_map<request_id, int64_t> spec_choice_;  // this step: drafts per request
   int64_t num_blocks_free_ = 0;
   int64_t num_cpu_blocks_free_ = 0;

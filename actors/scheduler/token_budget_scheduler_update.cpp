@@ -265,6 +265,12 @@ void token_budget_scheduler::unpark_children(request_state& leader) {
 void token_budget_scheduler::finish(const request_ptr& r, finish_reason reason,
                                     std::string error) {
   r->done = true;
+  if ((reason == finish_reason::stop || reason == finish_reason::length) && !runs_to_max_tokens(r->params)) {
+    // What it used of its allowance teaches kv_admission's ratio.
+    const int64_t prompt = static_cast<int64_t>(r->prompt_ids.size());
+    admission_.on_finished(static_cast<int64_t>(r->output_ids.size()),
+                           std::min<int64_t>(r->params.max_tokens, limits_.max_model_len - prompt));
+  }
   unpark_children(*r);
   if (auto parent = r->parked_in.lock()) {
     auto& siblings = parent->children;

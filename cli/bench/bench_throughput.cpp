@@ -79,6 +79,8 @@ int run_bench_throughput(const std::vector<std::string>& args) {
   delta.prefix_cache_queries = after.prefix_cache_queries - before.prefix_cache_queries;
   delta.prefix_cache_hits = after.prefix_cache_hits - before.prefix_cache_hits;
   const int64_t preemptions = after.num_preemptions - before.num_preemptions;
+  const int64_t recomputed = after.num_recomputed_tokens - before.num_recomputed_tokens;
+  const int64_t swap_outs = after.num_swap_outs - before.num_swap_outs;
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n", n / r.elapsed,
               static_cast<double>(prompt_tokens + output_tokens) / r.elapsed,
               static_cast<double>(output_tokens) / r.elapsed);
@@ -86,7 +88,9 @@ int run_bench_throughput(const std::vector<std::string>& args) {
   std::printf("Total num output tokens:  %lld\n", static_cast<long long>(output_tokens));
   std::printf("Elapsed time (s):  %.3f\n", r.elapsed);
   std::printf("Prefix cache hit rate:  %.4f\n", prefix_cache_hit_rate(delta));
-  std::printf("Preemptions:  %lld\n", static_cast<long long>(preemptions));
+  std::printf("Preemptions:  %lld (%lld by swap; %lld computed tokens thrown away to recompute)\n",
+              static_cast<long long>(preemptions), static_cast<long long>(swap_outs),
+              static_cast<long long>(recomputed));
   const int64_t drafts = after.spec_num_drafts - before.spec_num_drafts;
   const int64_t draft_tokens = after.spec_num_draft_tokens - before.spec_num_draft_tokens;
   const int64_t accepted = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;
@@ -114,6 +118,8 @@ int run_bench_throughput(const std::vector<std::string>& args) {
     w.key("output_tokens_per_second").value(static_cast<double>(output_tokens) / r.elapsed);
     w.key("prefix_cache_hit_rate").value(prefix_cache_hit_rate(delta));
     w.key("num_preemptions").value(preemptions);
+    w.key("num_swap_outs").value(swap_outs);
+    w.key("num_preempted_tokens_recomputed").value(recomputed);
     w.key("spec_num_drafts").value(drafts);
     w.key("spec_num_draft_tokens").value(draft_tokens);
     w.key("spec_num_accepted_tokens").value(accepted);

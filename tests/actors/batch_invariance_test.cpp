@@ -121,6 +121,10 @@ struct variant {
   bool expect_preemption;
   double swap_space_gib = 0;  // > 0: preemption by swap
   bool spec = false;  // speculative decoding (n-gram, every draft verified)
+  // kv_admission: the preemption variants use vLLM's rule ("chunk"), which
+  // over-admits into the small cache, so that preemption is tested; "reserve"
+  // (the default) under the same cache must not need it.
+  const char* kv_admission = "chunk";
 };
 
 class batch_invariance : public ::testing::TestWithParam<variant> {};
@@ -133,6 +137,7 @@ TEST_P(batch_invariance, every_request_gets_its_solo_tokens) {
   c.enable_prefix_caching = v.prefix;
   c.num_gpu_blocks_override = v.num_blocks;
   c.swap_space = v.swap_space_gib;
+  c.kv_admission = v.kv_admission;
   if (v.spec) {
     c.speculative_config = {{"method", "ngram"}, {"num_speculative_tokens", "4"},
                             {"prompt_lookup_min", "1"}, {"prompt_lookup_max", "3"}};
@@ -155,6 +160,11 @@ TEST_P(batch_invariance, every_request_gets_its_solo_tokens) {
   EXPECT_EQ(stats.num_blocks_free, stats.num_blocks_total) << "KV blocks leaked";
   if (v.expect_preemption) {
     EXPECT_GT(stats.num_preemptions, 0) << "the cache was meant to be too small";
+  }
+  if (std::string(v.kv_admission) == "reserve") {
+    // Every request here ignores EOS and runs to max_tokens: the running
+    // set admitted fits to completion exactly.
+    EXPECT_EQ(stats.num_preemptions, 0) << "kv_admission reserve admitted more than fits";
   }
   if (v.swap_space_gib > 0) {
     EXPECT_GT(stats.num_swap_outs, 0) << "preemption was meant to swap";
@@ -184,7 +194,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // rolled back, under the same pressure.
                       variant{"spec_chunked_prefix", true, true, 1024, false, 0, true},
                       variant{"spec_preempt_recompute_prefix", true, true, 60, true, 0, true},
-                      variant{"spec_preempt_swap_prefix", true, true, 60, true, 1.0 / 64, true}),
+                      variant{"spec_preempt_swap_prefix", true, true, 60, true, 1.0 / 64, true},
+                      // The same small cache under kv_admission reserve: no
+                      // preemption, the same tokens.
+                      variant{"reserve_small_cache_prefix", true, true, 60, false, 0, false, "reserve"},
+                      variant{"reserve_small_cache_noprefix", true, false, 60, false, 0, false, "reserve"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(prefix_caching, second_request_computes_only_its_suffix) {

@@ -166,7 +166,7 @@ TEST_P(golden_lora_mixed, speculative_decoding_and_preemption) {
   EXPECT_GT(stats_value(err, "spec_draft_tokens"), 0) << err;
   err = run_mixed(GetParam(), 2,
                   {"--num-gpu-blocks-override", "24", "--max-model-len", "320",
-                   "--max-num-batched-tokens", "64", "--max-num-seqs", "8"});
+                   "--max-num-batched-tokens", "64", "--max-num-seqs", "8", "--kv-admission", "chunk"});
   EXPECT_GT(stats_value(err, "preemptions"), 0) << err;
 }
 

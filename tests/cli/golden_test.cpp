@@ -103,13 +103,21 @@ TEST_P(golden, decode_padded_to_graph_buckets_keeps_results) {
 }
 
 TEST_P(golden, preemption_by_recompute_keeps_results) {
-  // The 5 prompts need ~50 blocks of 16 tokens together. With 40 blocks and
-  // a 64-token budget all are admitted chunk by chunk, and the long prompt's
-  // prefill outgrows the cache while the others decode.
+  // The 5 prompts need ~50 blocks of 16 tokens together. With 40 blocks, a
+  // 64-token budget and vLLM's admission rule (kv_admission chunk) all are
+  // admitted chunk by chunk, and the long prompt's prefill outgrows the
+  // cache while the others decode.
   const std::string err = run_batched(
       GetParam(), {"--num-gpu-blocks-override", "40", "--max-model-len", "560",
-                   "--max-num-batched-tokens", "64", "--max-num-seqs", "8"});
+                   "--max-num-batched-tokens", "64", "--max-num-seqs", "8", "--kv-admission", "chunk"});
   EXPECT_GT(stats_value(err, "preemptions"), 0) << err;
+  // The default rule (kv_admission reserve) admits the long prompt only
+  // when it fits beside the others to the end: the same results, no
+  // preemption.
+  const std::string reserved = run_batched(
+      GetParam(), {"--num-gpu-blocks-override", "40", "--max-model-len", "560",
+                   "--max-num-batched-tokens", "64", "--max-num-seqs", "8"});
+  EXPECT_EQ(stats_value(reserved, "preemptions"), 0) << reserved;
 }
 
 // Speculative decoding (n-gram drafts, prompt_lookup_min 1 so the tiny
@@ -206,7 +214,7 @@ TEST_P(golden, pipeline_stages_match) {
   };
   const std::string preempted = run_batched(
       GetParam(), with({"--num-gpu-blocks-override", "40", "--max-model-len", "560",
-                        "--max-num-batched-tokens", "64", "--max-num-seqs", "8"}));
+                        "--max-num-batched-tokens", "64", "--max-num-seqs", "8", "--kv-admission", "chunk"}));
   EXPECT_GT(stats_value(preempted, "preemptions"), 0) << preempted;
   setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);
   run_batched(GetParam(), with({"--max-num-seqs", "16"}));

@@ -23,27 +23,28 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 51u);
+  ASSERT_EQ(keys.size(), 52u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
-  EXPECT_EQ(keys[19], "max_num_seqs_per_request");
-  EXPECT_EQ(keys[22], "max_waiting_tokens");
-  EXPECT_EQ(keys[24], "async_scheduling");
-  EXPECT_EQ(keys[25], "tensor_parallel_size");
-  EXPECT_EQ(keys[26], "pipeline_parallel_size");
-  EXPECT_EQ(keys[27], "distributed_host");
-  EXPECT_EQ(keys[29], "distributed_timeout");
-  EXPECT_EQ(keys[30], "speculative_config");
-  EXPECT_EQ(keys[31], "enable_lora");
-  EXPECT_EQ(keys[35], "max_cpu_loras");
-  EXPECT_EQ(keys[36], "allow_runtime_lora_updating");
-  EXPECT_EQ(keys[37], "lora_allowed_dirs");
-  EXPECT_EQ(keys[38], "structured_outputs_disable_any_whitespace");
-  EXPECT_EQ(keys[39], "chat_template");
-  EXPECT_EQ(keys[40], "tool_call_parser");
-  EXPECT_EQ(keys[41], "enable_auto_tool_choice");
-  EXPECT_EQ(keys[42], "host");
+  EXPECT_EQ(keys[19], "kv_admission");
+  EXPECT_EQ(keys[20], "max_num_seqs_per_request");
+  EXPECT_EQ(keys[23], "max_waiting_tokens");
+  EXPECT_EQ(keys[25], "async_scheduling");
+  EXPECT_EQ(keys[26], "tensor_parallel_size");
+  EXPECT_EQ(keys[27], "pipeline_parallel_size");
+  EXPECT_EQ(keys[28], "distributed_host");
+  EXPECT_EQ(keys[30], "distributed_timeout");
+  EXPECT_EQ(keys[31], "speculative_config");
+  EXPECT_EQ(keys[32], "enable_lora");
+  EXPECT_EQ(keys[36], "max_cpu_loras");
+  EXPECT_EQ(keys[37], "allow_runtime_lora_updating");
+  EXPECT_EQ(keys[38], "lora_allowed_dirs");
+  EXPECT_EQ(keys[39], "structured_outputs_disable_any_whitespace");
+  EXPECT_EQ(keys[40], "chat_template");
+  EXPECT_EQ(keys[41], "tool_call_parser");
+  EXPECT_EQ(keys[42], "enable_auto_tool_choice");
+  EXPECT_EQ(keys[43], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 
@@ -512,6 +513,9 @@ TEST(validate_config, scheduler_section) {
   EXPECT_EQ(problems_with([](auto& c) { c.scheduling_policy = "priority"; }), problems{});
   EXPECT_EQ(problems_with([](auto& c) { c.scheduling_policy = "lifo"; }),
             problems{"scheduling_policy: 'lifo' is not one of fcfs, priority"});
+  EXPECT_EQ(problems_with([](auto& c) { c.kv_admission = "chunk"; }), problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.kv_admission = "greedy"; }),
+            problems{"kv_admission: 'greedy' is not one of reserve, chunk"});
 }
 
 TEST(validate_config, execution_and_lora_sections) {

@@ -307,6 +307,8 @@ TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
   EXPECT_TRUE(has("troupe:kv_cache_usage_perc{" + labels + "} 0.4")) << page;
   EXPECT_TRUE(has("troupe:num_requests_running{" + labels + "} 2")) << page;
   EXPECT_TRUE(has("# TYPE troupe:num_preemptions_total counter")) << page;
+  EXPECT_TRUE(has("# TYPE troupe:num_preempted_tokens_recomputed_total counter")) << page;
+  EXPECT_TRUE(has("# TYPE troupe:num_swap_outs_total counter")) << page;
 }
 
 // Speculative decoding's counters (vLLM's names), present from the start
