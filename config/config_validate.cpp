@@ -62,11 +62,6 @@ void check_model_section(const engine_config& c, const model_config* model,
     out.push_back("dtype: '" + c.dtype + "' is not supported by the cpu backend (float32 only)");
   }
   check_one_of("load_format", c.load_format, {"auto", "dummy"}, out);
-  if (model != nullptr && model->moe.num_experts > 0) {
-    if (c.enable_lora) {
-      out.push_back("enable_lora: not supported yet with a mixture-of-experts model (" + model->architecture + ")");
-    }
-  }
   if (!chat_template_is_inline(c.chat_template) && !std::ifstream(c.chat_template)) {
     out.push_back("chat_template: '" + c.chat_template + "' is neither a readable file nor a template");
   }

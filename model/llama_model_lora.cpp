@@ -38,6 +38,9 @@ void llama_model::enable_lora(int64_t max_loras, int64_t max_rank) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (const auto& g : lora_groups) {
       const int first = static_cast<int>(g.first);
+      // A mixture-of-experts layer has no dense MLP: its MLP modules get no
+      // stacks (adapters for them are refused at load: lora_adapter.cpp).
+      if (g.first >= lora_target::gate_proj && layers_[l].moe) continue;
       // Zero-filled (ops::alloc): a slot never loaded adds nothing.
       const tensor a = ops_.alloc(type_, g.count * rows, lora_target_in(config_, g.first));
       for (int m = 0; m < g.count; ++m) {
@@ -65,6 +68,7 @@ void llama_model::fill_lora(int64_t slot, const lora_adapter* adapter) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (int t = 0; t < num_lora_targets; ++t) {
       const lora_stack& s = lora_[l * num_lora_targets + static_cast<size_t>(t)];
+      if (s.slots == 0) continue;  // none for this module (a MoE layer's MLP)
       const int64_t in = s.a.cols, out = s.b.rows;
       // [max rank, in] and [out, max rank], the adapter's rows and columns
       // first, zeros after.

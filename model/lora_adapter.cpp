@@ -224,6 +224,12 @@ result<std::shared_ptr<const lora_adapter>> load_lora_adapter(const std::string&
                          " is past the base model's " + std::to_string(base.num_hidden_layers));
       continue;
     }
+    if (!attn_module && is_moe_layer(base, layer)) {
+      problems.push_back("tensor '" + tensor_name + "': layer " + std::to_string(layer) + " of " +
+                         base.architecture + " is a mixture-of-experts layer, whose experts take no LoRA "
+                         "yet (its attention modules q_proj, k_proj, v_proj, o_proj do)");
+      continue;
+    }
     if (!cfg.target_regex.empty() && !std::regex_match(m[1].str(), target_re) &&
         !std::regex_match(m[4].str(), target_re)) {
       problems.push_back("tensor '" + tensor_name + "' is outside target_modules");

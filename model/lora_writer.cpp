@@ -34,6 +34,7 @@ status write_random_lora(const model_config& base, const std::filesystem::path& 
   for (int64_t l = 0; l < base.num_hidden_layers; ++l) {
     for (lora_target t : targets) {
       const bool attn = t <= lora_target::o_proj;
+      if (!attn && is_moe_layer(base, l)) continue;  // experts take no LoRA (lora_adapter.h)
       const std::string prefix = "base_model.model.model.layers." + std::to_string(l) +
                                  (attn ? ".self_attn." : ".mlp.") + lora_target_name(t);
       const int64_t in = lora_target_in(base, t), out = lora_target_out(base, t);
