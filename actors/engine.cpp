@@ -48,6 +48,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.backend = cuda ? "cuda" : "cpu";
   l.num_speculative_tokens = speculative_settings_of(config).num_speculative_tokens;
   l.max_loras = config.enable_lora ? config.max_loras : 0;
+  l.batch_invariant = config.batch_invariant;
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
   engine_config resolved = config;

@@ -57,6 +57,7 @@ const std::vector<field>& fields() {
       {"max_waiting_seqs", &c::max_waiting_seqs}, {"max_waiting_tokens", &c::max_waiting_tokens},
       {"enforce_eager", &c::enforce_eager},
       {"async_scheduling", &c::async_scheduling},
+      {"batch_invariant", &c::batch_invariant},
       {"tensor_parallel_size", &c::tensor_parallel_size},
       {"pipeline_parallel_size", &c::pipeline_parallel_size},
       {"distributed_host", &c::distributed_host}, {"distributed_port", &c::distributed_port},

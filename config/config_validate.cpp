@@ -137,6 +137,15 @@ void check_execution_section(const engine_config& c, problem_list& out) {
                     " with enable_lora is not supported yet (LoRA runs with " + key + " 1)");
     }
   }
+  if (c.batch_invariant && c.enable_lora) {
+    out.push_back("batch_invariant: not supported with enable_lora (the LoRA kernels' form "
+                  "depends on the step's tokens)");
+  }
+  if (c.batch_invariant && c.tensor_parallel_size > 1) {
+    out.push_back("batch_invariant: not supported with tensor_parallel_size " +
+                  std::to_string(c.tensor_parallel_size) +
+                  " (NCCL's all-reduce picks its algorithm by the step's size)");
+  }
   if (c.distributed_port < 0 || c.distributed_port > 65535) {
     out.push_back("distributed_port: " + std::to_string(c.distributed_port) +
                   " is not a TCP port (0..65535; 0: one process)");

@@ -82,6 +82,13 @@ struct engine_config {
   // Plan step N + 1 while step N runs (where the backend samples where the
   // logits are); false: lockstep.
   bool async_scheduling = true;
+  // Every row of a step computed as it would be in any other batch (bf16 /
+  // f16 on CUDA: products as GEMVs of up to 8 rows at a time, decode
+  // attention without key splits; docs/gpu.md, "Batch invariance"), so that
+  // greedy outputs do not depend on what else runs or on speculation.
+  // Slower. The CPU backend ignores it (its outputs do not change with the
+  // batch: tests/actors/batch_invariance_test.cpp).
+  bool batch_invariant = false;
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;
   // Pipeline stages in several processes (docs/parallelism.md): the head

@@ -33,7 +33,13 @@ struct tensor {
   int64_t numel() const { return rows * cols; }
   float* f32() const { return static_cast<float*>(data); }
   // A view of rows [begin, begin + count).
-  tensor row_slice(int64_t begin, int64_t count) const;
+  tensor row_slice(int64_t begin, int64_t count) const {
+    TROUPE_CHECK(begin >= 0 && begin + count <= rows);
+    tensor t = *this;
+    t.data = static_cast<char*>(data) + begin * cols * static_cast<int64_t>(dtype_size(type));
+    t.rows = count;
+    return t;
+  }
 };
 
 // Paged KV cache of one layer: K and V are each [num_blocks * block_size,
@@ -319,14 +325,17 @@ class ops {
   virtual void allow_tuning(bool /*on*/) {}
   // What tuning chose, for the start-up log (empty: nothing tuned).
   virtual std::string tuning_report() const { return {}; }
-  // While on, a product's row is computed in the same order of sums
-  // whatever the number of rows in the product, up to the backend's small
-  // batches (cuda: one GEMV summation order, never cuBLAS, for 1-8 rows),
-  // so a token's hidden state does not depend on how many rows share its
-  // step. The runner turns it on with speculative decoding when asked
-  // (TROUPE_SPEC_CONSISTENT_ROWS=1): a verify step (K + 1 rows a sequence)
-  // then computes what K + 1 decode steps would, bit for bit
-  // (docs/speculative_decoding.md). Set before the warm-up.
+  // While on, every row of a step is computed as it would be in any other
+  // step (batch invariance): a product's row in one order of sums whatever
+  // the number of rows (cuda, bf16/f16: GEMV variants without a split, at
+  // most gemv_max_rows rows a launch, never cuBLAS; mixture-of-experts
+  // layers: the grouped GEMMs), decode attention without key splits. The
+  // runner turns it on with batch_invariant: a verify step (K + 1 rows a
+  // sequence) then computes what K + 1 decode steps would, bit for bit, and
+  // a request's greedy output does not depend on what else runs
+  // (docs/gpu.md, "Batch invariance"). Set before the warm-up. The CPU
+  // backend ignores it (tests/actors/batch_invariance_test.cpp: its outputs
+  // do not change with the batch).
   virtual void keep_rows_consistent(bool /*on*/) {}
 
   // Steps, numbered by the caller 0, 1, 2, ...: at most two launched and

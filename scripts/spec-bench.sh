@@ -7,12 +7,14 @@
 #      acceptance rate of each;
 #   2. batch 64 on `random` prompts (no useful matches): without, and with
 #      speculation (control on and off; prompt_lookup_min 1, the most matches);
-#   3. what keeping a verify step's rows consistent with decode's costs
-#      (TROUPE_SPEC_CONSISTENT_ROWS=1: ops::keep_rows_consistent): batch 1
-#      as in 1, batch 1 on `random` prompts (no matches: the control keeps
-#      to plain decodes, of one row) and batch 4 on `random` prompts
-#      (decodes of four rows), each without speculation, with it, and with
-#      it and consistent rows.
+#      then drafts proposed at every step and all rejected
+#      (TROUPE_DEBUG_SPEC_REJECT_ALL=1 on the greedy repeat workload) at
+#      batch 64 and batch 1, control on and off;
+#   3. what --batch-invariant costs (every row computed as any batch
+#      computes it: docs/gpu.md, "Batch invariance"): batch 1 as in 1 with
+#      speculation, batch 1 and batch 4 on `random` prompts (decodes of one
+#      and four rows), batch 64 on short `random` prompts (prefill in 8-row
+#      products), each without and with it.
 # SECTIONS="1 3" runs some of them (default: all).
 # Every row is one `troupe bench throughput` run in the same session.
 #   scripts/device-bundle.sh            # here, after building
@@ -56,19 +58,31 @@ spec() { echo "{\"method\":\"ngram\",\"num_speculative_tokens\":$1,\"prompt_look
   row b64_random_spec_k4_control "" "${b64[@]}" --speculative-config "$(spec 4 1 3)"
   row b64_random_spec_k4_fixed "TROUPE_SPEC_CONTROL=0" "${b64[@]}" --speculative-config "$(spec 4 1 3)"
   row b64_random_off_again "" "${b64[@]}"
+  # Drafts proposed and all rejected (TROUPE_DEBUG_SPEC_REJECT_ALL=1; the
+  # greedy repeat workload proposes at every step): batch 64 and batch 1.
+  rej=TROUPE_DEBUG_SPEC_REJECT_ALL=1
+  b64r=(--dataset repeat --num-prompts 64 --input-len 1024 --output-len 256 --repeat-block-len 64 --temperature 0 --max-num-seqs 64)
+  row b64_rejected_off "" "${b64r[@]}"
+  row b64_rejected_spec_k4_control "$rej" "${b64r[@]}" --speculative-config "$(spec 4)"
+  row b64_rejected_spec_k4_fixed "$rej TROUPE_SPEC_CONTROL=0" "${b64r[@]}" --speculative-config "$(spec 4)"
+  row b1_rejected_off "" "${b1[@]}"
+  row b1_rejected_spec_k4_control "$rej" "${b1[@]}" --speculative-config "$(spec 4)"
+  row b1_rejected_spec_k4_fixed "$rej TROUPE_SPEC_CONTROL=0" "${b1[@]}" --speculative-config "$(spec 4)"
   fi
   if [[ $sections == *" 3 "* ]]; then
-  c=TROUPE_SPEC_CONSISTENT_ROWS=1
+  inv=--batch-invariant
   row b1_spec_k4_control "" "${b1[@]}" --speculative-config "$(spec 4)"
-  row b1_spec_k4_control_consistent_rows "$c" "${b1[@]}" --speculative-config "$(spec 4)"
+  row b1_spec_k4_control_invariant "" "${b1[@]}" --speculative-config "$(spec 4)" $inv
   b1r=(--dataset random --num-prompts 1 --input-len 1024 --output-len 512)
   row b1_random_off "" "${b1r[@]}"
-  row b1_random_spec_k4_control "" "${b1r[@]}" --speculative-config "$(spec 4 1 3)"
-  row b1_random_spec_k4_control_consistent_rows "$c" "${b1r[@]}" --speculative-config "$(spec 4 1 3)"
+  row b1_random_off_invariant "" "${b1r[@]}" $inv
   b4=(--dataset random --num-prompts 16 --input-len 1024 --output-len 256 --max-num-seqs 4)
   row b4_random_off "" "${b4[@]}"
-  row b4_random_spec_k4_control "" "${b4[@]}" --speculative-config "$(spec 4 1 3)"
-  row b4_random_spec_k4_control_consistent_rows "$c" "${b4[@]}" --speculative-config "$(spec 4 1 3)"
+  row b4_random_off_invariant "" "${b4[@]}" $inv
+  row b4_random_spec_k4_control_invariant "" "${b4[@]}" --speculative-config "$(spec 4 1 3)" $inv
+  b64s=(--dataset random --num-prompts 64 --input-len 128 --output-len 256 --max-num-seqs 64)
+  row b64_short_off "" "${b64s[@]}"
+  row b64_short_off_invariant "" "${b64s[@]}" $inv
   row b4_random_off_again "" "${b4[@]}"
   fi
 } | tee "$out/spec.md"

@@ -74,15 +74,16 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   logits_host_.resize(static_cast<size_t>(logits_.numel()));
   const char* accept_all = std::getenv("TROUPE_DEBUG_SPEC_ACCEPT_ALL");
   debug_accept_all_ = accept_all != nullptr && std::strcmp(accept_all, "1") == 0;
-  // TROUPE_SPEC_CONSISTENT_ROWS=1 with speculation: a verify step's rows
-  // computed as decode steps of up to 8 rows compute them, so that greedy
-  // bf16 outputs one request at a time do not change with speculation; it
-  // costs batch-1 speed (docs/speculative_decoding.md), so it is opt-in.
-  const char* consistent = std::getenv("TROUPE_SPEC_CONSISTENT_ROWS");
-  if (limits.num_speculative_tokens > 0 && consistent != nullptr &&
-      std::strcmp(consistent, "1") == 0) {
-    ops_->keep_rows_consistent(true);
-  }
+  // TROUPE_DEBUG_SPEC_REJECT_ALL=1: every draft rejected (outputs stay the
+  // target's; acceptance 0): a workload whose drafts are proposed and all
+  // rejected, for measuring what speculation costs there.
+  const char* reject_all = std::getenv("TROUPE_DEBUG_SPEC_REJECT_ALL");
+  debug_reject_all_ = reject_all != nullptr && std::strcmp(reject_all, "1") == 0;
+  // batch_invariant: every row computed as in any other batch (a verify
+  // step's rows as decodes compute them), so that greedy outputs do not
+  // change with the batch or with speculation; it costs speed, so it is
+  // opt-in (docs/gpu.md, "Batch invariance").
+  if (limits.batch_invariant) ops_->keep_rows_consistent(true);
 }
 
 void model_runner::apply_plan(const step_plan& plan, std::vector<request_id>& order) {
@@ -363,7 +364,8 @@ void model_runner::accept_drafts(request_state* r, const std::vector<int32_t>& d
   // where the sample equals it is rejection sampling for a point-mass
   // proposal: draft x is kept with probability p(x); otherwise the sample
   // is distributed as p without x, renormalised. Greedy is the same rule.
-  while (accepted < k && (debug_accept_all_ || out.token_ids[accepted] == drafts[accepted])) {
+  while (accepted < k && !debug_reject_all_ &&
+         (debug_accept_all_ || out.token_ids[accepted] == drafts[accepted])) {
     out.token_ids[accepted] = drafts[accepted];
     ++accepted;
   }

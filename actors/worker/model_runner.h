@@ -34,6 +34,8 @@ struct runner_limits {
   int64_t num_cpu_blocks = 0;  // swap space, excluding its reserved block 0
   int64_t num_speculative_tokens = 0;  // K: a verify step has up to K + 1 tokens a sequence
   int64_t max_loras = 0;  // LoRA device slots (the model's enable_lora); 0: no LoRA
+  // Rows computed alike whatever the batch (ops::keep_rows_consistent).
+  bool batch_invariant = false;
 };
 
 class model_runner {
@@ -290,6 +292,8 @@ class model_runner {
   // Test hook (TROUPE_DEBUG_SPEC_ACCEPT_ALL=1): accept every draft, a broken
   // rule the distribution test must catch.
   bool debug_accept_all_ = false;
+  // Benchmark hook (TROUPE_DEBUG_SPEC_REJECT_ALL=1): reject every draft.
+  bool debug_reject_all_ = false;
   tensor logits_;  // [logits_chunk, vocab]
   std::vector<float> logits_host_;
 };

@@ -55,7 +55,8 @@ std::vector<std::string> stage_checks(const engine_config& config, const model_c
           line("max_num_seqs", limits.max_num_seqs),
           line("num_cpu_blocks", limits.num_cpu_blocks),
           line("num_speculative_tokens", limits.num_speculative_tokens),
-          line("max_loras", limits.max_loras)};
+          line("max_loras", limits.max_loras),
+          line("batch_invariant", limits.batch_invariant ? 1 : 0)};
 }
 
 std::vector<std::string> check_differences(const std::vector<std::string>& worker,

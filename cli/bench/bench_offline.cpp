@@ -152,6 +152,7 @@ void write_engine_settings(json_writer& w, const offline_setup& s, const std::ve
   w.key("enable_chunked_prefill").value(c.enable_chunked_prefill);
   w.key("enforce_eager").value(c.enforce_eager);
   w.key("async_scheduling").value(c.async_scheduling);
+  w.key("batch_invariant").value(c.batch_invariant);
   w.key("kv_admission").value(c.kv_admission);
   w.end_object();
   w.key("flags").begin_object();

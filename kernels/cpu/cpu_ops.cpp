@@ -17,14 +17,6 @@ std::string cpu_backend_description() {
          std::to_string(omp_get_max_threads()) + " threads";
 }
 
-tensor tensor::row_slice(int64_t begin, int64_t count) const {
-  TROUPE_CHECK(begin >= 0 && begin + count <= rows);
-  tensor t = *this;
-  t.data = static_cast<char*>(data) + begin * cols * static_cast<int64_t>(dtype_size(type));
-  t.rows = count;
-  return t;
-}
-
 cpu_ops::cpu_ops() {
   // GEMMs are parallelised by OpenMP above OpenBLAS (see linear()).
   openblas_set_num_threads(1);

@@ -1,8 +1,9 @@
 // cuda_ops' dense products: cuBLAS, or for decode shapes of up to
 // cuda::gemv_max_rows rows the GEMV kernel (gated_linear: the GEMV-GLU,
 // with SiLU-and-mul fused) where start-up tuning found it faster and equal
-// (docs/gpu.md, "Decode products"); with keep_rows_consistent, always a
-// GEMV variant without a split for those shapes.
+// (docs/gpu.md, "Decode products"); with keep_rows_consistent (batch
+// invariance), always a GEMV variant without a split, products of more rows
+// as GEMVs of up to gemv_max_rows rows each.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -49,7 +50,7 @@ std::string cuda_ops::tuning_report() const {
                   " ms, GEMV kept for " + std::to_string(gemv) + ", GEMV-GLU for " +
                   std::to_string(glu) + ", cuBLAS for " +
                   std::to_string(m.gemm_choices.size() - gemv - glu) +
-                  (m.rows_consistent ? " (rows consistent: no split variants, no cuBLAS)" : "");
+                  (m.rows_consistent ? " (batch invariant: no split variants, no cuBLAS)" : "");
   for (const std::string& line : m.tuning_lines) r += "\n  " + line;
   return r;
 }
@@ -317,6 +318,18 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
 }
 
 void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
+  // Batch invariance: a product of more rows than a GEMV takes runs as
+  // products of up to gemv_max_rows rows each, so that every row is summed
+  // in the one order of the variants without a split (each chunk rereads
+  // the weights: prefill is several times slower).
+  if (impl_->rows_consistent && x.rows > cuda::gemv_max_rows &&
+      cuda::gemv_supported(element_of(w.type), cuda::gemv_max_rows, x.cols, x.data, w.data)) {
+    for (int64_t r0 = 0; r0 < x.rows; r0 += cuda::gemv_max_rows) {
+      const int64_t rows = std::min<int64_t>(cuda::gemv_max_rows, x.rows - r0);
+      gemm(x.row_slice(r0, rows), w, out.row_slice(r0, rows));
+    }
+    return;
+  }
   const int choice = gemm_choice(x, w, out);
   if (choice >= 0) {
     cuda::gemv(element_of(w.type), out.type == dtype::f32, choice, x.data, x.rows, w.data, w.rows,
@@ -359,6 +372,15 @@ void cuda_ops::gemm_cublas(dtype in_type, dtype out_type, const void* x, int64_t
 
 std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const tensor& out, bool gated,
                                      const rope_heads* rope) {
+  // Batch invariance: gemm() in chunks of gemv_max_rows rows, the GLU and
+  // RoPE epilogues apart.
+  if (impl_->rows_consistent && x.rows > cuda::gemv_max_rows &&
+      cuda::gemv_supported(element_of(w.type), cuda::gemv_max_rows, x.cols, x.data, w.data)) {
+    const int64_t rows = cuda::gemv_max_rows;
+    return product_kernel(x.row_slice(0, rows), w, tensor{out.data, out.type, rows, w.rows}) +
+           " (" + std::to_string(rows) + "-row chunks)" +
+           (gated ? " + silu_and_mul" : rope != nullptr ? " + qkv_rope_cache" : "");
+  }
   const bool allowed = impl_->tuning_allowed;
   impl_->tuning_allowed = false;
   const int choice = gemm_choice(x, w, out, gated, rope);

@@ -574,6 +574,9 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
   a.workspace_bytes = impl_->attention_workspace_bytes;
   a.split_counters = impl_->attention_split_counters;
   a.split_counters_count = impl_->attention_split_counters_count;
+  // Batch invariance: the split count depends on the batch, a split
+  // sequence's sums on the count.
+  if (impl_->rows_consistent) a.num_splits = 1;
   cuda::paged_attention(element_of(q.type), a, impl_->stream);
 }
 

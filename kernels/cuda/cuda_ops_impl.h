@@ -118,8 +118,9 @@ struct cuda_ops::impl {
     return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : int64_t{-1};
   }();
   bool tuning_allowed = false;
-  // keep_rows_consistent: products of up to gemv_max_rows rows use GEMV
-  // variants without a split only (one order of sums for every row count).
+  // keep_rows_consistent (batch invariance): products use GEMV variants
+  // without a split only, gemv_max_rows rows at a time (one order of sums
+  // for every row count), decode attention no key splits.
   bool rows_consistent = false;
   // (rows, n, k, weight type, output type, gated, RoPE q heads, RoPE head
   // dim (0: none)) -> gemm_choice's answer.

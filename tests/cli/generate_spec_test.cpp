@@ -70,5 +70,31 @@ TEST(generate_spec, seeded_sampling_is_the_same_with_speculation) {
   }
 }
 
+// TROUPE_DEBUG_SPEC_REJECT_ALL=1 (the benchmarks' workload of drafts that
+// are all proposed and rejected): drafts are verified and none is kept, and
+// the greedy output is the one without speculation.
+TEST(generate_spec, rejecting_every_draft_keeps_the_output) {
+  std::vector<std::string> args = {"generate", "--model", model_dir("tiny-llama"),
+                                   "--prompt-ids", "5,6,7,8,5,6,7,8,5,6", "--max-tokens", "40",
+                                   "--temperature", "0", "--ignore-eos", "--logprobs", "0", "--json"};
+  const run_result off = run_troupe(args);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  args.insert(args.end(), {"--speculative-config",
+                           R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"});
+  setenv("TROUPE_SPEC_CONTROL", "0", 1);
+  const run_result accepted = run_troupe(args);
+  setenv("TROUPE_DEBUG_SPEC_REJECT_ALL", "1", 1);
+  const run_result rejected = run_troupe(args);
+  unsetenv("TROUPE_DEBUG_SPEC_REJECT_ALL");
+  unsetenv("TROUPE_SPEC_CONTROL");
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+  ASSERT_EQ(rejected.exit_code, 0) << rejected.err;
+  EXPECT_GT(stats_value(accepted.err, "spec_accepted_tokens"), 0) << accepted.err;
+  EXPECT_GT(stats_value(rejected.err, "spec_draft_tokens"), 0) << rejected.err;
+  EXPECT_EQ(stats_value(rejected.err, "spec_accepted_tokens"), 0) << rejected.err;
+  EXPECT_EQ(parse(rejected.out).tokens, parse(off.out).tokens);
+  EXPECT_EQ(parse(accepted.out).tokens, parse(off.out).tokens);
+}
+
 }  // namespace
 }  // namespace troupe::testing

@@ -23,7 +23,7 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 52u);
+  ASSERT_EQ(keys.size(), 53u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[8], "max_model_len");
@@ -31,20 +31,21 @@ TEST(config_keys, are_every_schema_key_in_order) {
   EXPECT_EQ(keys[20], "max_num_seqs_per_request");
   EXPECT_EQ(keys[23], "max_waiting_tokens");
   EXPECT_EQ(keys[25], "async_scheduling");
-  EXPECT_EQ(keys[26], "tensor_parallel_size");
-  EXPECT_EQ(keys[27], "pipeline_parallel_size");
-  EXPECT_EQ(keys[28], "distributed_host");
-  EXPECT_EQ(keys[30], "distributed_timeout");
-  EXPECT_EQ(keys[31], "speculative_config");
-  EXPECT_EQ(keys[32], "enable_lora");
-  EXPECT_EQ(keys[36], "max_cpu_loras");
-  EXPECT_EQ(keys[37], "allow_runtime_lora_updating");
-  EXPECT_EQ(keys[38], "lora_allowed_dirs");
-  EXPECT_EQ(keys[39], "structured_outputs_disable_any_whitespace");
-  EXPECT_EQ(keys[40], "chat_template");
-  EXPECT_EQ(keys[41], "tool_call_parser");
-  EXPECT_EQ(keys[42], "enable_auto_tool_choice");
-  EXPECT_EQ(keys[43], "host");
+  EXPECT_EQ(keys[26], "batch_invariant");
+  EXPECT_EQ(keys[27], "tensor_parallel_size");
+  EXPECT_EQ(keys[28], "pipeline_parallel_size");
+  EXPECT_EQ(keys[29], "distributed_host");
+  EXPECT_EQ(keys[31], "distributed_timeout");
+  EXPECT_EQ(keys[32], "speculative_config");
+  EXPECT_EQ(keys[33], "enable_lora");
+  EXPECT_EQ(keys[37], "max_cpu_loras");
+  EXPECT_EQ(keys[38], "allow_runtime_lora_updating");
+  EXPECT_EQ(keys[39], "lora_allowed_dirs");
+  EXPECT_EQ(keys[40], "structured_outputs_disable_any_whitespace");
+  EXPECT_EQ(keys[41], "chat_template");
+  EXPECT_EQ(keys[42], "tool_call_parser");
+  EXPECT_EQ(keys[43], "enable_auto_tool_choice");
+  EXPECT_EQ(keys[44], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 
@@ -100,6 +101,8 @@ TEST(parse_args, boolean_forms) {
   EXPECT_FALSE(parse_ok({"--enforce-eager=false"}).enforce_eager);
   EXPECT_TRUE(engine_config{}.async_scheduling);
   EXPECT_FALSE(parse_ok({"--async-scheduling", "false"}).async_scheduling);
+  EXPECT_FALSE(engine_config{}.batch_invariant);
+  EXPECT_TRUE(parse_ok({"--batch-invariant"}).batch_invariant);
   // A boolean flag consumes only a literal true/false.
   EXPECT_EQ(parse_error({"--enforce-eager", "yes"}), one_problem("unexpected argument 'yes'"));
   EXPECT_EQ(parse_error({"--enforce-eager=yes"}),
@@ -539,6 +542,18 @@ TEST(validate_config, execution_and_lora_sections) {
             problems{"speculative_config.method: 'eagle' is not supported by troupe "
                      "(supported: ngram)"});
   EXPECT_EQ(problems_with([](auto& c) { c.enable_lora = true; }), problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.batch_invariant = true; }, &m), problems{});
+  EXPECT_EQ(problems_with([](auto& c) {
+              c.batch_invariant = true;
+              c.enable_lora = true;
+              c.tensor_parallel_size = 2;
+            }),
+            (problems{"tensor_parallel_size: 2 with enable_lora is not supported yet (LoRA runs "
+                      "with tensor_parallel_size 1)",
+                      "batch_invariant: not supported with enable_lora (the LoRA kernels' form "
+                      "depends on the step's tokens)",
+                      "batch_invariant: not supported with tensor_parallel_size 2 (NCCL's "
+                      "all-reduce picks its algorithm by the step's size)"}));
   EXPECT_EQ(problems_with([](auto& c) { c.lora_modules = {{"a", "/a"}, {"", "/b"}}; }),
             (problems{"lora_modules: requires enable_lora: true",
                       "lora_modules[1]: needs a name (path '/b')"}));

@@ -468,12 +468,14 @@ TEST_F(cuda_gemv, gated_linear_matches_the_reference) {
   EXPECT_NE(ops_->tuning_report().find("(gated)"), std::string::npos) << ops_->tuning_report();
 }
 
-// keep_rows_consistent (speculative decoding's verify steps): every row
-// of a product of m = 1..8 rows equals, bit for bit, the product of that
-// row alone (linear to bf16 and to float32, gated_linear), tuned or not,
-// and no product of up to 8 rows runs on cuBLAS or a split variant.
+// keep_rows_consistent (batch invariance): every row of a product of any
+// row count (1-8 in one launch, more in 8-row chunks) equals, bit for bit,
+// the product of that row alone (linear to bf16 and to float32,
+// gated_linear), tuned or not, and no product runs on cuBLAS or a split
+// variant.
 TEST_F(cuda_gemv, consistent_rows_sum_every_row_count_alike) {
-  const int64_t n = 300, d = 150, k = 512, rows = cuda::gemv_max_rows;
+  const int64_t n = 300, d = 150, k = 512, rows = 27;
+  const std::vector<int64_t> counts = {2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 27};
   for (const bool tuned : {true, false}) {
     ops_ = std::make_unique<cuda_ops>(0, 64);
     ops_->keep_rows_consistent(true);
@@ -481,7 +483,7 @@ TEST_F(cuda_gemv, consistent_rows_sum_every_row_count_alike) {
     make(dtype::bf16, rows, n, k, 31, x, w);
     make(dtype::bf16, rows, 2 * d, k, 32, x, wg);  // x: the second call's
     const auto run = [&](int what, int64_t first, int64_t m) {
-      const tensor xm{static_cast<char*>(x.data) + first * k * 2, x.type, m, k};  // bf16 rows
+      const tensor xm = x.row_slice(first, m);
       const int64_t cols = what == 2 ? d : n;
       const tensor out = poisoned(what == 1 ? dtype::f32 : dtype::bf16, m, cols);
       ops_->allow_tuning(tuned);
@@ -496,26 +498,33 @@ TEST_F(cuda_gemv, consistent_rows_sum_every_row_count_alike) {
       ops_->download(out, got.data());
       const std::string kernel = ops_->product_kernel(xm, what == 2 ? wg : w, out, what == 2);
       EXPECT_EQ(kernel.find("cuBLAS"), std::string::npos) << m << " rows: " << kernel;
-      EXPECT_EQ(kernel.find(" s"), std::string::npos) << m << " rows: " << kernel;
+      for (const char* split : {" s2", " s4", " s8"}) {
+        EXPECT_EQ(kernel.find(split), std::string::npos) << m << " rows: " << kernel;
+      }
+      if (m > cuda::gemv_max_rows) {
+        EXPECT_NE(kernel.find("8-row chunks"), std::string::npos) << m << " rows: " << kernel;
+      }
       return got;
     };
     for (int what = 0; what < 3; ++what) {
       const int64_t cols = what == 2 ? d : n;
       std::vector<std::vector<float>> alone;
       for (int64_t i = 0; i < rows; ++i) alone.push_back(run(what, i, 1));
-      for (int64_t m = 2; m <= rows; ++m) {
-        const std::vector<float> got = run(what, 0, m);
+      for (int64_t m : counts) {
+        // Rows rows - m .. rows - 1: the chunks start off row 0 too.
+        const int64_t first = rows - m;
+        const std::vector<float> got = run(what, first, m);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < cols; ++j) {
-            ASSERT_EQ(got[i * cols + j], alone[i][j])
+            ASSERT_EQ(got[i * cols + j], alone[first + i][j])
                 << (tuned ? "tuned" : "untuned") << " product " << what << ", m=" << m
-                << ": row " << i << " output " << j;
+                << ": row " << first + i << " output " << j;
           }
       }
     }
     if (tuned) {
       const std::string report = ops_->tuning_report();
-      EXPECT_NE(report.find("rows consistent"), std::string::npos) << report;
+      EXPECT_NE(report.find("batch invariant"), std::string::npos) << report;
     } else {
       EXPECT_EQ(ops_->tuning_report(), "");
     }
