@@ -282,6 +282,15 @@ struct engine_stats {
   int64_t prefix_cache_hits = 0;
   int64_t num_swap_outs = 0;  // preemptions by swap (included in num_preemptions)
   int64_t num_swapped = 0;    // requests swapped out now
+  // KV blocks copied to host memory and back (swap-outs, swap-ins), and
+  // the bytes a block holds on a rank (all layers, K and V), 0: unknown.
+  int64_t num_blocks_swapped_out = 0;
+  int64_t num_blocks_swapped_in = 0;
+  int64_t kv_bytes_per_block = 0;
+  // Seconds requests spent preempted, from each preemption until the
+  // request runs again (summed over requests; one still preempted counts
+  // when it resumes).
+  double preempted_seconds = 0;
   int64_t num_cpu_blocks_total = 0;
   int64_t num_cpu_blocks_free = 0;
   // Speculative decoding (vLLM's spec_decode counters): verifications (one
@@ -469,6 +478,8 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.num_generated_tokens, x.num_computed_tokens, x.num_preemptions, x.num_recomputed_tokens, x.num_steps,
            x.num_steps_ahead, x.num_running, x.num_waiting, x.num_waiting_tokens, x.num_blocks_total, x.num_blocks_free,
            x.prefix_cache_queries, x.prefix_cache_hits, x.num_swap_outs, x.num_swapped,
+           x.num_blocks_swapped_out, x.num_blocks_swapped_in, x.kv_bytes_per_block,
+           x.preempted_seconds,
            x.num_cpu_blocks_total, x.num_cpu_blocks_free, x.spec_num_drafts,
            x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
            x.max_loras, x.running_lora_ids, x.waiting_lora_ids);

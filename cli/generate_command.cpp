@@ -230,13 +230,15 @@ int run_generate(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr,
                "stats: requests=%lld prompt_tokens=%lld generated_tokens=%lld preemptions=%lld "
-               "recomputed_tokens=%lld prefix_cache_hit_rate=%.4f steps=%lld steps_ahead=%lld%s%s "
-               "elapsed_s=%.3f\n",
+               "recomputed_tokens=%lld swapped_blocks=%lld preempted_s=%.3f prefix_cache_hit_rate=%.4f "
+               "steps=%lld steps_ahead=%lld%s%s elapsed_s=%.3f\n",
                static_cast<long long>(stats.num_requests_finished),
                static_cast<long long>(stats.num_prompt_tokens),
                static_cast<long long>(stats.num_generated_tokens),
                static_cast<long long>(stats.num_preemptions),
-               static_cast<long long>(stats.num_recomputed_tokens), hit_rate,
+               static_cast<long long>(stats.num_recomputed_tokens),
+               static_cast<long long>(stats.num_blocks_swapped_out + stats.num_blocks_swapped_in),
+               stats.preempted_seconds, hit_rate,
                static_cast<long long>(stats.num_steps), static_cast<long long>(stats.num_steps_ahead),
                spec_fields.c_str(), lora_fields.c_str(), elapsed);
   return status;

@@ -88,6 +88,13 @@ std::string render_prometheus(const std::string& model_name, const engine_stats&
             "Computed tokens thrown away by preemptions by recompute (to compute again).",
             s.num_recomputed_tokens);
   p.counter("num_swap_outs_total", "Preemptions by swap to host memory.", s.num_swap_outs);
+  p.counter("kv_swap_out_bytes_total", "KV cache bytes copied to host memory by swap-outs.",
+            s.num_blocks_swapped_out * s.kv_bytes_per_block);
+  p.counter("kv_swap_in_bytes_total", "KV cache bytes copied back from host memory by swap-ins.",
+            s.num_blocks_swapped_in * s.kv_bytes_per_block);
+  p.header("preempted_seconds_total", "counter",
+           "Seconds requests spent preempted, from each preemption until admitted again.");
+  p.sample("preempted_seconds_total", "", number(s.preempted_seconds));
   p.counter("prompt_tokens_total", "Number of prefill tokens processed.", s.num_prompt_tokens);
   p.counter("generation_tokens_total", "Number of generation tokens processed.", s.num_generated_tokens);
   p.header("request_success_total", "counter", "Count of finished requests by finish reason.");

@@ -39,6 +39,7 @@ token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
   TROUPE_CHECK(limits.block_size > 0 && limits.num_blocks_usable > 0);
   stats_.num_blocks_total = limits.num_blocks_usable;
   stats_.num_cpu_blocks_total = limits.num_cpu_blocks;
+  stats_.kv_bytes_per_block = limits.kv_bytes_per_block;
   // One counter a draft position from the start (what /metrics shows while
   // nothing has been verified yet).
   stats_.spec_accepted_per_pos.assign(static_cast<size_t>(std::max(limits.num_speculative_tokens, 0)), 0);
@@ -560,6 +561,11 @@ void token_budget_scheduler::apply_admissions(const kv_grant& grant) {
     hold(r->block_ids);
     r->num_computed_tokens = a.num_cached_tokens;
     r->num_cpu_blocks = 0;  // swapped in, if it was out
+    if (r->preempted_at) {
+      stats_.preempted_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - *r->preempted_at).count();
+      r->preempted_at.reset();
+    }
     r->num_scheduled_tokens =
         std::min(r->num_scheduled_tokens, r->num_tokens() - a.num_cached_tokens);
     r->num_new_blocks = static_cast<int32_t>(a.block_ids.size());
@@ -599,34 +605,6 @@ void token_budget_scheduler::apply_forks(kv_transaction& txn) {
     r->leader.reset();
     r->num_tokens_sent_to_kv = r->num_tokens();
   }
-}
-
-void token_budget_scheduler::preempt(const request_ptr& victim, kv_transaction& txn) {
-  victim->may_copy_on_write = false;
-  const auto held = static_cast<int64_t>(victim->block_ids.size());
-  // Not by swap when a fork of this transaction involves it: swap-outs are
-  // applied before forks.
-  if (held > 0 && held <= num_cpu_blocks_free_ && victim->num_computed_tokens > 0 &&
-      forked_now_.count(victim->id) == 0) {
-    // Swap out: the KV goes to host memory; the device blocks are free for
-    // this very step (the copy runs before the forward pass).
-    txn.swap_out_ids.push_back(victim->id);
-    num_cpu_blocks_free_ -= held;
-    num_blocks_free_ += release(victim->block_ids);
-    victim->num_cpu_blocks = held;
-    ++stats_.num_swap_outs;
-  } else {
-    release_blocks(*victim, txn);
-    stats_.num_recomputed_tokens += victim->num_computed_tokens;
-    victim->num_computed_tokens = 0;
-    victim->num_tokens_sent_to_kv = 0;
-  }
-  if (victim->known_to_worker) {
-    pending_drop_.push_back(victim->id);
-    victim->known_to_worker = false;
-  }
-  push_waiting(victim, true);
-  ++stats_.num_preemptions;
 }
 
 }  // namespace troupe

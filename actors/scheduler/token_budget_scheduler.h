@@ -14,8 +14,8 @@
 // block manager short; it then refuses the grows or admissions that do not
 // fit, those requests sit the step out, and the grant corrects the count. The block manager looks admissions up in the prefix
 // cache; a hit starts the request with num_computed_tokens > 0. When a
-// running request cannot grow, the newest running request is preempted by
-// recompute (blocks freed, state reset, back to the front of the waiting
+// running request cannot grow, the newest running request is preempted
+// (token_budget_scheduler_preempt.cpp) by recompute (blocks freed, state reset, back to the front of the waiting
 // queue); it resumes with exactly the tokens it had (its full blocks are
 // likely prefix-cache hits), and its sampling is keyed by (seed, output
 // index), so its output is unchanged. With swap space (num_cpu_blocks > 0) a
@@ -56,6 +56,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -80,6 +81,7 @@ struct scheduler_limits {
   bool enable_chunked_prefill = true;
   bool enable_prefix_caching = false;
   int64_t num_cpu_blocks = 0;  // swap space in blocks; 0: preempt by recompute
+  int64_t kv_bytes_per_block = 0;  // for the swap byte counts (engine_stats)
   // scheduling_policy priority: running and waiting requests are kept in
   // (priority, arrival) order, so the lowest priority is preempted first.
   bool priority_policy = false;
@@ -216,6 +218,9 @@ class token_budget_scheduler {
     int64_t num_tokens_sent_to_kv = 0;  // tokens the block manager knows
     uint64_t arrival = 0;               // admission order, for fcfs ties
     int64_t num_cpu_blocks = 0;         // > 0: swapped out, holding this many host blocks
+    // Set by a preemption until the request is admitted again
+    // (engine_stats::preempted_seconds).
+    std::optional<std::chrono::steady_clock::time_point> preempted_at;
     std::vector<std::shared_ptr<request_state>> children;  // parked forks (leader)
     std::shared_ptr<request_state> leader;  // set while this fork waits to share blocks
     std::weak_ptr<request_state> parked_in;  // the leader this fork is parked with

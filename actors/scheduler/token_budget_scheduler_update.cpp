@@ -22,6 +22,8 @@ step_plan token_budget_scheduler::commit(const kv_grant& grant) {
   apply_admissions(grant);
   num_blocks_free_ = grant.num_blocks_free;
   num_cpu_blocks_free_ = grant.num_cpu_blocks_free;
+  stats_.num_blocks_swapped_out += static_cast<int64_t>(grant.swap_out_src.size());
+  stats_.num_blocks_swapped_in += static_cast<int64_t>(grant.swap_in_src.size());
   stats_.prefix_cache_queries = grant.prefix_cache_queries;
   stats_.prefix_cache_hits = grant.prefix_cache_hits;
   step_plan plan;

@@ -81,6 +81,10 @@ int run_bench_throughput(const std::vector<std::string>& args) {
   const int64_t preemptions = after.num_preemptions - before.num_preemptions;
   const int64_t recomputed = after.num_recomputed_tokens - before.num_recomputed_tokens;
   const int64_t swap_outs = after.num_swap_outs - before.num_swap_outs;
+  const int64_t swap_bytes =
+      (after.num_blocks_swapped_out + after.num_blocks_swapped_in - before.num_blocks_swapped_out -
+       before.num_blocks_swapped_in) * after.kv_bytes_per_block;
+  const double preempted_seconds = after.preempted_seconds - before.preempted_seconds;
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n", n / r.elapsed,
               static_cast<double>(prompt_tokens + output_tokens) / r.elapsed,
               static_cast<double>(output_tokens) / r.elapsed);
@@ -88,9 +92,11 @@ int run_bench_throughput(const std::vector<std::string>& args) {
   std::printf("Total num output tokens:  %lld\n", static_cast<long long>(output_tokens));
   std::printf("Elapsed time (s):  %.3f\n", r.elapsed);
   std::printf("Prefix cache hit rate:  %.4f\n", prefix_cache_hit_rate(delta));
-  std::printf("Preemptions:  %lld (%lld by swap; %lld computed tokens thrown away to recompute)\n",
+  std::printf("Preemptions:  %lld (%lld by swap, %.1f MiB swapped out and in; %lld computed tokens "
+              "thrown away to recompute; %.2f s spent preempted, summed over requests)\n",
               static_cast<long long>(preemptions), static_cast<long long>(swap_outs),
-              static_cast<long long>(recomputed));
+              static_cast<double>(swap_bytes) / (1 << 20), static_cast<long long>(recomputed),
+              preempted_seconds);
   const int64_t drafts = after.spec_num_drafts - before.spec_num_drafts;
   const int64_t draft_tokens = after.spec_num_draft_tokens - before.spec_num_draft_tokens;
   const int64_t accepted = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;
@@ -120,6 +126,8 @@ int run_bench_throughput(const std::vector<std::string>& args) {
     w.key("num_preemptions").value(preemptions);
     w.key("num_swap_outs").value(swap_outs);
     w.key("num_preempted_tokens_recomputed").value(recomputed);
+    w.key("kv_swap_bytes").value(swap_bytes);
+    w.key("preempted_seconds").value(preempted_seconds);
     w.key("spec_num_drafts").value(drafts);
     w.key("spec_num_draft_tokens").value(draft_tokens);
     w.key("spec_num_accepted_tokens").value(accepted);

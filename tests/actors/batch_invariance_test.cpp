@@ -161,6 +161,9 @@ TEST_P(batch_invariance, every_request_gets_its_solo_tokens) {
   if (v.expect_preemption) {
     EXPECT_GT(stats.num_preemptions, 0) << "the cache was meant to be too small";
   }
+  // Every victim ran again: time spent preempted counted exactly when there
+  // were preemptions.
+  EXPECT_EQ(stats.preempted_seconds > 0, stats.num_preemptions > 0) << stats.preempted_seconds;
   if (std::string(v.kv_admission) == "reserve") {
     // Every request here ignores EOS and runs to max_tokens: the running
     // set admitted fits to completion exactly.
@@ -169,8 +172,13 @@ TEST_P(batch_invariance, every_request_gets_its_solo_tokens) {
   if (v.swap_space_gib > 0) {
     EXPECT_GT(stats.num_swap_outs, 0) << "preemption was meant to swap";
     EXPECT_EQ(stats.num_cpu_blocks_free, stats.num_cpu_blocks_total) << "host blocks leaked";
+    // Every block swapped out came back (each victim finished).
+    EXPECT_GE(stats.num_blocks_swapped_out, stats.num_swap_outs);
+    EXPECT_EQ(stats.num_blocks_swapped_in, stats.num_blocks_swapped_out);
+    EXPECT_GT(stats.kv_bytes_per_block, 0);
   } else {
     EXPECT_EQ(stats.num_swap_outs, 0);
+    EXPECT_EQ(stats.num_blocks_swapped_out + stats.num_blocks_swapped_in, 0);
   }
   if (v.prefix) {
     EXPECT_GT(stats.prefix_cache_hits, 0);

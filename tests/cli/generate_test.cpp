@@ -158,7 +158,8 @@ TEST(generate_output, json_shape_and_stats_line) {
   // Three steps (the prefill and two decodes), none planned ahead: async
   // scheduling is on by default only where launches are asynchronous (cuda).
   EXPECT_EQ(stats.rfind("stats: requests=1 prompt_tokens=3 generated_tokens=3 preemptions=0 "
-                        "recomputed_tokens=0 prefix_cache_hit_rate=0.0000 steps=3 steps_ahead=0 elapsed_s=", 0),
+                        "recomputed_tokens=0 swapped_blocks=0 preempted_s=0.000 prefix_cache_hit_rate=0.0000 "
+                        "steps=3 steps_ahead=0 elapsed_s=", 0),
             0u)
       << r.err;
   // The stats line is the last line on stderr.

@@ -286,6 +286,10 @@ TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
   s.num_blocks_total = 11;
   s.num_blocks_free = 6;  // 4 of 10 usable blocks in use (the null block is never free)
   s.num_running = 2;
+  s.num_blocks_swapped_out = 3;
+  s.num_blocks_swapped_in = 2;
+  s.kv_bytes_per_block = 4096;
+  s.preempted_seconds = 1.5;
   const std::string page = render_prometheus("my \"model\"", s, m.snapshot());
   const auto has = [&page](const std::string& line) {
     return page.find(line + "\n") != std::string::npos;
@@ -309,6 +313,9 @@ TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
   EXPECT_TRUE(has("# TYPE troupe:num_preemptions_total counter")) << page;
   EXPECT_TRUE(has("# TYPE troupe:num_preempted_tokens_recomputed_total counter")) << page;
   EXPECT_TRUE(has("# TYPE troupe:num_swap_outs_total counter")) << page;
+  EXPECT_TRUE(has("troupe:kv_swap_out_bytes_total{" + labels + "} 12288")) << page;
+  EXPECT_TRUE(has("troupe:kv_swap_in_bytes_total{" + labels + "} 8192")) << page;
+  EXPECT_TRUE(has("troupe:preempted_seconds_total{" + labels + "} 1.5")) << page;
 }
 
 // Speculative decoding's counters (vLLM's names), present from the start
