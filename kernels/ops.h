@@ -250,6 +250,10 @@ class ops {
     }
     silu_and_mul(gate_up, out);
   }
+  // Qwen2-MoE's shared expert: out[i, :] += sigmoid(gate[i, 0]) * x[i, :]
+  // (x and out [n, h], gate [n, c] with c >= 1: its first column), summed
+  // in float32 and rounded once to out's type. x, gate and out of one type.
+  virtual void add_sigmoid_gated(const tensor& x, const tensor& gate, const tensor& out) = 0;
   // Mixture-of-experts MLP (kernels/cpu/cpu_moe.h has the rules): each
   // token's router_logits row [n, E] picks top_k experts (softmax in float32,
   // renormalised when `renormalize`); out [n, h] = their weighted

@@ -221,6 +221,19 @@ status llama_model::load_weights(const weight_source& source,
         stacked(name("w3", "up_proj"), {ei, h}, w.experts_gate_up, e * 2 * local + local, local, runs);
         loads.push_back({name("w2", "down_proj"), {h, ei}, w.experts_down.row_slice(e * h, h), true, runs});
       }
+      if (const int64_t si = m.shared_intermediate; si > 0) {  // Qwen2-MoE
+        const int64_t ls = l.shared_intermediate;
+        const std::vector<shard_run> shared_runs = l.shared_intermediate_runs(si);
+        w.shared_gate_up = ops_.alloc(type_, 2 * ls, h);
+        stacked(layer_name(i, "mlp.shared_expert.gate_proj.weight"), {si, h}, w.shared_gate_up, 0, ls,
+                shared_runs);
+        stacked(layer_name(i, "mlp.shared_expert.up_proj.weight"), {si, h}, w.shared_gate_up, ls, ls,
+                shared_runs);
+        add(layer_name(i, "mlp.shared_expert.down_proj.weight"), {h, si}, h, ls, w.shared_down, true,
+            shared_runs);
+        add(layer_name(i, "mlp.shared_expert_gate.weight"), {1, h}, 1, h, w.shared_gate, false,
+            {{0, 0, 1}});
+      }
       continue;
     }
     w.gate_up_proj = ops_.alloc(type_, 2 * l.intermediate, h);
@@ -268,11 +281,13 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   for (int64_t i = layers.begin; i < layers.end; ++i) {
     weights += layer + (is_moe_layer(config, i) ? m.num_experts * (h + 3 * l.expert_intermediate * h)
                                                 : 3 * l.intermediate * h);
+    if (is_moe_layer(config, i) && m.shared_intermediate > 0) weights += 3 * l.shared_intermediate * h + h;
   }
   if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
   const int64_t t = max_num_tokens;
   const int64_t activations =
-      t * (4 * h + qkv_rows + 2 * q_rows + (has_dense_mlp(config) ? 3 * l.intermediate : 0) + m.num_experts);
+      t * (4 * h + qkv_rows + 2 * q_rows + (has_dense_mlp(config) ? 3 * l.intermediate : 0) + m.num_experts +
+           (m.shared_intermediate > 0 ? 3 * l.shared_intermediate + h + 1 : 0));
   const int64_t element = static_cast<int64_t>(dtype_size(type));
   footprint f;
   f.weights = weights * element;
@@ -309,6 +324,12 @@ void llama_model::allocate_workspace() {
   if (config_.moe.num_experts > 0) {
     ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);
     ops_.reserve_moe(moe_shape_of(config_, layout_, t), type_);
+  }
+  if (config_.moe.shared_intermediate > 0) {
+    ws_.shared_gate_up = ops_.alloc(type_, t, 2 * layout_.shared_intermediate);
+    ws_.shared_act = ops_.alloc(type_, t, layout_.shared_intermediate);
+    ws_.shared_out = ops_.alloc(type_, t, h);
+    ws_.shared_gate = ops_.alloc(type_, t, 1);
   }
 }
 
@@ -361,6 +382,16 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
     ops_.linear(normed, w.router, nullptr, router);
     ops_.moe_mlp(normed, router, w.experts_gate_up, w.experts_down, config_.moe.num_experts,
                  config_.moe.top_k, config_.moe.renormalize, hidden);
+    if (config_.moe.shared_intermediate > 0) {
+      // Qwen2-MoE's shared expert, times sigmoid of its gate (replicated,
+      // so each rank scales its partial sum alike before the all-reduce).
+      const tensor shared = ws_.shared_out.row_slice(0, n), gate = ws_.shared_gate.row_slice(0, n);
+      ops_.gated_linear(normed, w.shared_gate_up, ws_.shared_gate_up.row_slice(0, n),
+                        ws_.shared_act.row_slice(0, n), nullptr);
+      ops_.linear(ws_.shared_act.row_slice(0, n), w.shared_down, nullptr, shared);
+      ops_.linear(normed, w.shared_gate, nullptr, gate);
+      ops_.add_sigmoid_gated(shared, gate, hidden);
+    }
     all_reduce(hidden);  // row-parallel down products: the ranks' partial sums
     return;
   }

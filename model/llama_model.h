@@ -1,9 +1,10 @@
 // llama_model: the one definition of the Llama family (Llama, Mistral, Qwen2,
-// Qwen3, and the mixture-of-experts Qwen3-MoE and Mixtral), written against
-// the ops interface so every backend runs the same code. Qwen2 adds q/k/v
-// biases, Qwen3 adds per-head q/k RMSNorm, the MoE models route each token
-// of a sparse layer to its top-k experts (ops::moe_mlp; one rank, on a
-// backend that supports_moe()); the rest is configuration.
+// Qwen3, and the mixture-of-experts Qwen2-MoE, Qwen3-MoE and Mixtral),
+// written against the ops interface so every backend runs the same code.
+// Qwen2 adds q/k/v biases, Qwen3 adds per-head q/k RMSNorm, the MoE models
+// route each token of a sparse layer to its top-k experts (ops::moe_mlp,
+// on a backend that supports_moe()), Qwen2-MoE adds a shared expert behind
+// a sigmoid gate; the rest is configuration.
 //
 // Owns its weights and activation workspace (in the backend's memory, sized
 // for `max_num_tokens` tokens a step) and the RoPE tables. Runs on the
@@ -148,10 +149,16 @@ class llama_model {
     // and its down rows [E * hidden, I] (ops::moe_mlp).
     bool moe = false;
     tensor router, experts_gate_up, experts_down;
+    // Qwen2-MoE's shared expert beside them: gate and up rows stacked
+    // [2 * shared, hidden], down [hidden, shared], and its gate [1, hidden].
+    tensor shared_gate_up, shared_down, shared_gate;
   };
   struct workspace {
     tensor hidden, residual, normed, qkv, q, attn, gate_up, act, selected;
     tensor router_logits;  // [tokens, experts], mixture-of-experts models only
+    // The shared expert's products (Qwen2-MoE only): [tokens, 2 * shared],
+    // [tokens, shared], [tokens, hidden] and its gate's logit [tokens, 1].
+    tensor shared_gate_up, shared_act, shared_out, shared_gate;
     tensor lora_u;  // float32 [tokens, ops::lora_scratch_cols(3, ..)]: lora_add's scratch
   };
 

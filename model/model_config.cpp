@@ -34,6 +34,7 @@ constexpr family k_families[] = {
     {"MistralForCausalLM", "mistral"},
     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3"},
+    {"Qwen2MoeForCausalLM", "qwen2_moe"},
     {"Qwen3MoeForCausalLM", "qwen3_moe"},
     {"MixtralForCausalLM", "mixtral"},
 };
@@ -57,7 +58,7 @@ status read_architecture(const field_reader& f, model_config& c) {
     }
     if (c.architecture.empty()) {
       return make_error("unsupported model_type '" + *model_type + "' in " + f.source() +
-                        " (supported: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral)");
+                        " (supported: llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral)");
     }
   } else {
     return f.fail("missing 'architectures'");
@@ -127,10 +128,15 @@ status read_dims(const field_reader& f, model_config& c) {
 // Biases, q/k norm and sliding window, which differ per family.
 status read_family_rules(const field_reader& f, model_config& c) {
   const bool is_qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM" ||
-                       c.architecture == "Qwen3MoeForCausalLM";
+                       c.architecture == "Qwen2MoeForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
   MODEL_CONFIG_TRY(attention_bias, f.get_bool("attention_bias"));
   if (c.architecture == "Qwen2ForCausalLM") {
     c.attention_bias = true;  // Qwen2's q/k/v always carry a bias; no key says so
+  } else if (c.architecture == "Qwen2MoeForCausalLM") {
+    // transformers 5 writes qkv_bias (true); hub checkpoints say nothing
+    // and always have the biases.
+    MODEL_CONFIG_TRY(qkv_bias, f.get_bool("qkv_bias"));
+    c.attention_bias = qkv_bias.value_or(true);
   } else {
     c.attention_bias = attention_bias.value_or(false);
   }
@@ -155,10 +161,12 @@ status read_family_rules(const field_reader& f, model_config& c) {
   return {};
 }
 
-// Experts and routing (Qwen3-MoE: num_experts, or transformers 5's
-// num_local_experts; Mixtral: num_local_experts).
+// Experts and routing (Qwen2-MoE and Qwen3-MoE: num_experts, or
+// transformers 5's num_local_experts; Mixtral: num_local_experts); Qwen2-MoE's
+// shared expert (shared_expert_intermediate_size).
 status read_moe(const field_reader& f, model_config& c) {
-  const bool qwen = c.architecture == "Qwen3MoeForCausalLM";
+  const bool qwen2 = c.architecture == "Qwen2MoeForCausalLM";
+  const bool qwen = qwen2 || c.architecture == "Qwen3MoeForCausalLM";
   if (!qwen && c.architecture != "MixtralForCausalLM") return {};
   moe_config& m = c.moe;
   MODEL_CONFIG_TRY(experts, f.get_int(qwen && f.get("num_experts") ? "num_experts" : "num_local_experts"));
@@ -178,6 +186,10 @@ status read_moe(const field_reader& f, model_config& c) {
   }
   MODEL_CONFIG_TRY(inter, f.require_positive_int("moe_intermediate_size"));
   m.intermediate = inter;
+  if (qwen2) {
+    MODEL_CONFIG_TRY(shared, f.require_positive_int("shared_expert_intermediate_size"));
+    m.shared_intermediate = shared;
+  }
   MODEL_CONFIG_TRY(norm, f.get_bool("norm_topk_prob"));
   m.renormalize = norm.value_or(false);
   MODEL_CONFIG_TRY(step, f.get_int("decoder_sparse_step"));

@@ -1,6 +1,7 @@
 // model_config: what a Hugging Face config.json (plus generation_config.json)
 // says about a decoder-only transformer of the Llama family (Llama, Mistral,
-// Qwen2, Qwen3). Parsed once at start; immutable afterwards.
+// Qwen2, Qwen3, and their mixture-of-experts kin). Parsed once at start;
+// immutable afterwards.
 //
 // Accepts RoPE written either as `rope_theta` + `rope_scaling` (hub
 // checkpoints) or as `rope_parameters` (transformers 5).
@@ -27,7 +28,7 @@ struct rope_config {
   int64_t original_max_position_embeddings = 8192;  // llama3
 };
 
-// Mixture-of-experts (Qwen3-MoE, Mixtral; num_experts 0: dense). A layer
+// Mixture-of-experts (Qwen2-MoE, Qwen3-MoE, Mixtral; num_experts 0: dense). A layer
 // is sparse (is_moe_layer) unless listed in mlp_only_layers, every
 // sparse_step-th layer (decoder_sparse_step), as transformers decides.
 struct moe_config {
@@ -37,6 +38,10 @@ struct moe_config {
   bool renormalize = false;   // the top-k weights to sum 1 (norm_topk_prob; Mixtral: always)
   int64_t sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  // Qwen2-MoE: every sparse layer also has a shared expert, an MLP of this
+  // intermediate size (shared_expert_intermediate_size) whose output is
+  // added times sigmoid(shared_expert_gate . x); 0: none.
+  int64_t shared_intermediate = 0;
   // Hub names: Mixtral's block_sparse_moe.{gate, experts.E.w1/w3/w2},
   // else mlp.{gate, experts.E.gate_proj/up_proj/down_proj}.
   bool mixtral_names = false;

@@ -30,23 +30,35 @@ std::vector<shard_run> tp_layout::head_runs(const std::vector<int64_t>& head_of,
   return runs;
 }
 
+namespace {
+
+// The run of a rank's `local` rows from global row `begin`, of `real`
+// rows in all (the rest padding).
+std::vector<shard_run> padded_run(int64_t real, int64_t begin, int64_t local) {
+  const int64_t count = std::clamp<int64_t>(real - begin, 0, local);
+  if (count == 0) return {};
+  return {{0, begin, count}};
+}
+
+}  // namespace
+
 std::vector<shard_run> tp_layout::intermediate_runs(int64_t intermediate_size) const {
-  const int64_t real = std::clamp<int64_t>(intermediate_size - intermediate_begin, 0, intermediate);
-  if (real == 0) return {};
-  return {{0, intermediate_begin, real}};
+  return padded_run(intermediate_size, intermediate_begin, intermediate);
 }
 
 std::vector<shard_run> tp_layout::expert_intermediate_runs(int64_t moe_intermediate_size) const {
-  const int64_t real =
-      std::clamp<int64_t>(moe_intermediate_size - expert_intermediate_begin, 0, expert_intermediate);
-  if (real == 0) return {};
-  return {{0, expert_intermediate_begin, real}};
+  return padded_run(moe_intermediate_size, expert_intermediate_begin, expert_intermediate);
+}
+
+std::vector<shard_run> tp_layout::shared_intermediate_runs(int64_t shared_intermediate_size) const {
+  return padded_run(shared_intermediate_size, shared_intermediate_begin, shared_intermediate);
 }
 
 bool tp_layout::padded(const model_config& model) const {
   return count_padding(q_head_of) > 0 || count_padding(kv_head_of) > 0 ||
          intermediate * size != model.intermediate_size ||
-         expert_intermediate * size != model.moe.intermediate * (model.moe.num_experts > 0 ? 1 : 0);
+         expert_intermediate * size != model.moe.intermediate * (model.moe.num_experts > 0 ? 1 : 0) ||
+         shared_intermediate * size != model.moe.shared_intermediate;
 }
 
 result<tp_layout> make_tp_layout(const model_config& model, int size, int rank) {
@@ -98,6 +110,8 @@ result<tp_layout> make_tp_layout(const model_config& model, int size, int rank) 
   if (model.moe.num_experts > 0) {
     l.expert_intermediate = round_up(model.moe.intermediate, t) / t;
     l.expert_intermediate_begin = rank * l.expert_intermediate;
+    l.shared_intermediate = round_up(model.moe.shared_intermediate, t) / t;
+    l.shared_intermediate_begin = rank * l.shared_intermediate;
   }
   l.vocab_parallel = t > 1 && model.vocab_size % t == 0;
   l.vocab = l.vocab_parallel ? model.vocab_size / t : model.vocab_size;
@@ -122,6 +136,10 @@ std::string describe(const tp_layout& l, const model_config& model) {
   if (model.moe.num_experts > 0) {
     s += ", each expert's " + std::to_string(l.expert_intermediate) + " of " +
          std::to_string(model.moe.intermediate);
+  }
+  if (model.moe.shared_intermediate > 0) {
+    s += ", the shared expert's " + std::to_string(l.shared_intermediate) + " of " +
+         std::to_string(model.moe.shared_intermediate);
   }
   if (l.vocab_parallel) {
     s += ", vocabulary rows " + std::to_string(l.vocab_begin) + ".." +

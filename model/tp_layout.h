@@ -63,6 +63,9 @@ struct tp_layout {
   // gate/up rows, its down_proj's columns), from global row
   // expert_intermediate_begin, padded as the dense ones (0 for dense models).
   int64_t expert_intermediate = 0, expert_intermediate_begin = 0;
+  // Qwen2-MoE's shared expert: its local intermediate rows, from global row
+  // shared_intermediate_begin, padded alike (0: no shared expert).
+  int64_t shared_intermediate = 0, shared_intermediate_begin = 0;
   // Local embedding / LM head rows, from global row vocab_begin.
   int64_t vocab = 0, vocab_begin = 0;
   bool vocab_parallel = false;
@@ -75,6 +78,8 @@ struct tp_layout {
   std::vector<shard_run> intermediate_runs(int64_t intermediate_size) const;
   // The same for each expert's rows (columns), of moe_intermediate_size.
   std::vector<shard_run> expert_intermediate_runs(int64_t moe_intermediate_size) const;
+  // And the shared expert's, of shared_expert_intermediate_size.
+  std::vector<shard_run> shared_intermediate_runs(int64_t shared_intermediate_size) const;
   // Whether some local query head, KV head or (expert) intermediate row is
   // padding.
   bool padded(const model_config& model) const;

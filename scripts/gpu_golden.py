@@ -30,7 +30,7 @@ MODELS = ["tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"]
 # --quant: the quantized fixtures (dequantized at load: docs/quantization.md).
 QUANT = ["tiny-llama-gptq-g64", "tiny-llama-gptq-actorder", "tiny-qwen2-awq-g64", "tiny-qwen3-fp8-block"]
 # --moe: the mixture-of-experts fixtures (kernels/cuda/moe: docs/moe.md).
-MOE = ["tiny-qwen3-moe", "tiny-mixtral"]
+MOE = ["tiny-qwen3-moe", "tiny-mixtral", "tiny-qwen2-moe"]
 
 
 def compare(ref_steps, ref_ids, ours, tol):

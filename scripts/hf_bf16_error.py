@@ -5,10 +5,13 @@ in bfloat16: the yardstick for troupe's bf16 tolerance (docs/gpu.md).
 Runs on the GPU host (torch + transformers): for each fixture model, the
 golden cases in bf16 on the GPU, greedy with top-5 logprobs teacher-forced
 on the golden greedy tokens, and reports the largest |logprob - golden| over
-the top-5 of every step, and over the prompt logprobs.
+the top-5 of every step, and over the prompt logprobs. Folders under
+tests/data may be named on the command line (default: the four dense
+models), e.g. `moe/tiny-qwen2-moe`.
 """
 import json
 import os
+import sys
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -16,8 +19,9 @@ from transformers import AutoModelForCausalLM
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 print("| model | HF bf16: max top-5 logprob error | max prompt logprob error |")
 print("| --- | --- | --- |")
-for name in ["tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"]:
-    path = os.path.join(ROOT, "tests/data/models", name)
+names = sys.argv[1:] or ["models/" + m for m in ["tiny-llama", "tiny-llama-mha", "tiny-qwen2", "tiny-qwen3"]]
+for name in names:
+    path = os.path.join(ROOT, "tests/data", name)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda().eval()
     golden = json.load(open(os.path.join(path, "golden.json")))
     worst, worst_prompt = 0.0, 0.0

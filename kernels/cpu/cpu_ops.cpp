@@ -295,6 +295,16 @@ void cpu_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
   }
 }
 
+void cpu_ops::add_sigmoid_gated(const tensor& x, const tensor& gate, const tensor& out) {
+  TROUPE_CHECK(x.rows == out.rows && x.cols == out.cols && gate.rows >= x.rows && gate.cols >= 1);
+  for (int64_t i = 0; i < x.rows; ++i) {
+    const float s = 1.0f / (1.0f + std::exp(-gate.f32()[i * gate.cols]));
+    const float* xi = x.f32() + i * x.cols;
+    float* o = out.f32() + i * out.cols;
+    for (int64_t j = 0; j < x.cols; ++j) o[j] += s * xi[j];
+  }
+}
+
 void cpu_ops::moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
                       int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) {
   const int64_t inter = down.cols;

@@ -50,6 +50,7 @@ class cpu_ops final : public ops {
                        int64_t num_kv_heads, int64_t head_dim, float scale,
                        const tensor& out) override;
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
+  void add_sigmoid_gated(const tensor& x, const tensor& gate, const tensor& out) override;
   bool supports_moe() const override { return true; }
   void moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
                int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) override;

@@ -586,6 +586,14 @@ void cuda_ops::silu_and_mul(const tensor& gate_up, const tensor& out) {
                      impl_->stream);
 }
 
+void cuda_ops::add_sigmoid_gated(const tensor& x, const tensor& gate, const tensor& out) {
+  TROUPE_CHECK(x.rows == out.rows && x.cols == out.cols && gate.rows >= x.rows && gate.cols >= 1 &&
+               x.type == out.type && gate.type == out.type);
+  op_scope scope(*impl_, "add_sigmoid_gated");
+  cuda::add_sigmoid_gated(element_of(out.type), x.data, gate.data, gate.cols, x.rows, x.cols,
+                          out.data, impl_->stream);
+}
+
 void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate_up,
                             const tensor& out, const lora_delta* lora) {
   TROUPE_CHECK(x.cols == w.cols && w.rows % 2 == 0 && out.cols == w.rows / 2 &&

@@ -89,6 +89,7 @@ class cuda_ops final : public ops {
                        int64_t num_kv_heads, int64_t head_dim, float scale,
                        const tensor& out) override;
   void silu_and_mul(const tensor& gate_up, const tensor& out) override;
+  void add_sigmoid_gated(const tensor& x, const tensor& gate, const tensor& out) override;
   void gated_linear(const tensor& x, const tensor& w, const tensor& gate_up, const tensor& out,
                     const lora_delta* lora) override;
   bool supports_moe() const override { return true; }

@@ -272,7 +272,7 @@ TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
 // backend reserves: every expert's slice on every rank, the router
 // replicated.
 TEST(tensor_parallel_memory, moe_footprint_is_what_create_allocates_plus_the_kernels_scratch) {
-  for (const std::string name : {"tiny-qwen3-moe", "tiny-mixtral"}) {
+  for (const std::string name : {"tiny-qwen3-moe", "tiny-mixtral", "tiny-qwen2-moe"}) {
     auto cfg = load_model_config(std::string(TROUPE_TEST_DATA) + "/moe/" + name);
     ASSERT_TRUE(static_cast<bool>(cfg));
     for (int size : {1, 2, 3}) {
@@ -290,6 +290,7 @@ TEST(tensor_parallel_memory, moe_footprint_is_what_create_allocates_plus_the_ker
         const moe_shape scratch{100, cfg->moe.num_experts, cfg->moe.top_k, l.expert_intermediate,
                                 cfg->hidden_size};
         EXPECT_EQ(l.expert_intermediate, (cfg->moe.intermediate + size - 1) / size);
+        EXPECT_EQ(l.shared_intermediate, (cfg->moe.shared_intermediate + size - 1) / size);
         EXPECT_EQ(f.weights + f.workspace - moe_scratch_bytes(scratch, dtype::f32), backend.allocated_bytes())
             << name << " T=" << size << " rank " << r;
       }

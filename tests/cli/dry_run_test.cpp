@@ -93,7 +93,12 @@ TEST(dry_run, the_table_of_sizes_and_what_does_not_fit) {
 
 // Mixture-of-experts: every expert and router counted, against the
 // published parameter counts (Qwen3-30B-A3B 30,532,122,624; Mixtral-8x7B
-// 46,702,792,704), bfloat16; the KV a token takes as a dense model's.
+// 46,702,792,704) and, for Qwen1.5-MoE-A2.7B (Qwen2-MoE: 60 experts of
+// 1408, a shared expert of 5632 and its gate, q/k/v biases), the count
+// worked out by hand from its config (24 layers x 570,560,512 + two
+// vocabulary matrices of 311,164,928 + the final norm's 2048 =
+// 14,315,784,192, the model card's "14.3B"), bfloat16; the KV a token
+// takes as a dense model's.
 TEST(dry_run, moe_models_count_every_expert) {
   const struct {
     const char* folder;
@@ -101,7 +106,8 @@ TEST(dry_run, moe_models_count_every_expert) {
     const char* verdict;
     int exit_code;  // 1: the plan does not fit
   } models[] = {{"qwen3-30b-a3b", 30'532'122'624, 2 * 48 * 4 * 128 * 2, "fits\n", 0},
-                {"mixtral-8x7b", 46'702'792'704, 2 * 32 * 8 * 128 * 2, "does NOT fit", 1}};
+                {"mixtral-8x7b", 46'702'792'704, 2 * 32 * 8 * 128 * 2, "does NOT fit", 1},
+                {"qwen1.5-moe-a2.7b", 14'315'784'192, 2 * 24 * 16 * 128 * 2, "fits\n", 0}};
   for (const auto& m : models) {
     const run_result r = run_troupe({"serve", "--model", std::string(TROUPE_TEST_DATA) + "/../../examples/models/" +
                                      m.folder, "--max-model-len", "8192", "--dry-run", "--gpu-memory-gib", "80"});

@@ -85,7 +85,7 @@ TEST_P(golden_formats, all_cases_batched_with_chunked_prefill_and_async_scheduli
 INSTANTIATE_TEST_SUITE_P(fixtures, golden_formats,
                          ::testing::Values("quant/tiny-llama-gptq-g64", "quant/tiny-llama-gptq-actorder",
                                            "quant/tiny-qwen2-awq-g64", "quant/tiny-qwen3-fp8-block",
-                                           "moe/tiny-qwen3-moe", "moe/tiny-mixtral"),
+                                           "moe/tiny-qwen3-moe", "moe/tiny-mixtral", "moe/tiny-qwen2-moe"),
                          param_name);
 
 TEST(golden_formats_errors, an_unsupported_quantization_config_is_named_at_start) {
@@ -202,10 +202,12 @@ TEST(golden_formats_moe, attention_lora_matches_the_merged_weights) {
 
 // Tensor parallelism over the CPU backend's in-process group: every rank
 // holds every expert's slice of the intermediate rows (Qwen3-MoE's 64
-// split 32 + 32 and, padded, 22 x 3; Mixtral's 192 as 96 x 2 and 64 x 3),
-// the router replicated, the down products' partial sums all-reduced.
+// split 32 + 32 and, padded, 22 x 3; Mixtral's 192 as 96 x 2 and 64 x 3;
+// Qwen2-MoE's shared expert's 96 as 48 x 2 and 32 x 3, its dense layer's
+// 256 as 128 x 2 and, padded, 86 x 3), the routers and the shared expert's
+// gate replicated, the down products' partial sums all-reduced.
 TEST(golden_formats_moe, tensor_parallel_ranks_match_transformers) {
-  for (const std::string model : {"moe/tiny-qwen3-moe", "moe/tiny-mixtral"}) {
+  for (const std::string model : {"moe/tiny-qwen3-moe", "moe/tiny-mixtral", "moe/tiny-qwen2-moe"}) {
     for (const char* t : {"2", "3"}) {
       auto args = greedy_args(model);
       args.push_back("--tensor-parallel-size");

@@ -275,6 +275,24 @@ TEST_F(cpu_ops_test, silu_and_mul_matches_reference) {
   expect_close(read(out), want);
 }
 
+// add_sigmoid_gated (Qwen2-MoE's shared expert): out += sigmoid(gate[:, 0])
+// x, row by row, the gate read from its first column, extreme logits
+// included.
+TEST_F(cpu_ops_test, add_sigmoid_gated_matches_reference) {
+  const int64_t rows = 4, cols = 21;
+  auto x = random_vec(rng_, rows * cols, -3.0f, 3.0f);
+  auto base = random_vec(rng_, rows * cols, -3.0f, 3.0f);
+  std::vector<float> gate = {0.0f, 7.0f, 40.0f, -2.5f, -40.0f, 1.0f, 0.5f, 9.0f};  // [4, 2]
+  const tensor out = make(rows, cols, base);
+  ops_.add_sigmoid_gated(make(rows, cols, x), make(rows, 2, gate), out);
+  std::vector<double> want(rows * cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(gate[i * 2])));
+    for (int64_t j = 0; j < cols; ++j) want[i * cols + j] = base[i * cols + j] + s * x[i * cols + j];
+  }
+  expect_close(read(out), want);
+}
+
 // lora_add: each token's adapter slot (or none) adds B_s (A_s x) of two
 // modules into their columns [col0, col0 + 10) and [col0 + 10, col0 + 15)
 // of a wider output; the rest is untouched.

@@ -137,6 +137,17 @@ TEST_P(cuda_kernels, silu_and_mul_and_embedding) {
     cuda::silu_and_mul(GetParam(), upload(gu), rows, d, out, nullptr);
     expect_close(download(out, want.size()), want, "silu_and_mul");
   }
+  // add_sigmoid_gated (Qwen2-MoE's shared expert): the gate's first
+  // column of two, widths below and above a block's 256 threads.
+  for (int64_t cols : {13, 896, 4096}) {
+    const int64_t rows = 5;
+    auto x = random(rows * cols, 2.0f, 8), base = random(rows * cols, 2.0f, 9), gate = random(rows * 2, 6.0f, 10);
+    std::vector<float> want = base;
+    ref_.add_sigmoid_gated(host(x, rows, cols), host(gate, rows, 2), host(want, rows, cols));
+    void* out = upload(base);
+    cuda::add_sigmoid_gated(GetParam(), upload(x), upload(gate), 2, rows, cols, out, nullptr);
+    expect_close(download(out, want.size()), want, "add_sigmoid_gated");
+  }
   const std::vector<int32_t> ids = {0, 999, 5, 5, 123};
   int32_t* ids_dev = nullptr;
   ASSERT_EQ(cudaMalloc(&ids_dev, ids.size() * 4), cudaSuccess);

@@ -135,7 +135,7 @@ TEST(model_config_fixture, tiny_qwen3_qk_norm_head_dim) {
 TEST(model_config, supported_architectures) {
   EXPECT_THAT(supported_architectures(),
               ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                          "Qwen3MoeForCausalLM", "MixtralForCausalLM"));
+                          "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"));
 }
 
 TEST(model_config, defaults) {
@@ -320,7 +320,7 @@ TEST_F(model_config_files, unsupported_architecture) {
   EXPECT_EQ(load_model_config(dir_).error_message(),
             "unsupported architecture 'GPT2LMHeadModel' in " + (dir_ / "config.json").string() +
                 " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                "Qwen3MoeForCausalLM, MixtralForCausalLM)");
+                "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM)");
 }
 
 TEST(model_config_fixture, mixture_of_experts) {
@@ -339,6 +339,32 @@ TEST(model_config_fixture, mixture_of_experts) {
   EXPECT_EQ(m->moe.intermediate, 192);  // Mixtral's experts are intermediate_size wide
   EXPECT_TRUE(m->moe.renormalize && m->moe.mixtral_names);
   EXPECT_FALSE(m->qk_norm);
+  EXPECT_EQ(q->moe.shared_intermediate, 0);
+  EXPECT_EQ(m->moe.shared_intermediate, 0);
+  // Qwen2-MoE (transformers 5's config.json: qkv_bias, sliding_window 0 with
+  // use_sliding_window false): q/k/v biases, no q/k norm, top-k weights not
+  // renormalised, layer 1 dense (mlp_only_layers), a shared expert of 96.
+  auto q2 = load_model_config(fs::path(TROUPE_TEST_DATA) / "moe" / "tiny-qwen2-moe");
+  ASSERT_TRUE(q2.ok()) << q2.error_message();
+  EXPECT_EQ(q2->model_type, "qwen2_moe");
+  EXPECT_TRUE(q2->attention_bias);
+  EXPECT_FALSE(q2->qk_norm || q2->moe.renormalize || q2->moe.mixtral_names);
+  EXPECT_EQ(q2->moe.num_experts, 8);
+  EXPECT_EQ(q2->moe.intermediate, 64);
+  EXPECT_EQ(q2->moe.shared_intermediate, 96);
+  EXPECT_EQ(q2->intermediate_size, 256);
+  EXPECT_TRUE(is_moe_layer(*q2, 0) && !is_moe_layer(*q2, 1) && is_moe_layer(*q2, 2));
+  EXPECT_TRUE(has_dense_mlp(*q2));
+  // Its shared expert's size is required; a hub config without qkv_bias
+  // still has the biases.
+  fields f2 = with(with(with(qwen_fields("Qwen2MoeForCausalLM"), "num_experts", "4"), "num_experts_per_tok", "2"),
+                   "moe_intermediate_size", "32");
+  EXPECT_EQ(parse_error(f2), "m/config.json: missing 'shared_expert_intermediate_size'");
+  auto hub = parse(with(f2, "shared_expert_intermediate_size", "48"));
+  ASSERT_TRUE(hub.ok()) << hub.error_message();
+  EXPECT_TRUE(hub->attention_bias);
+  EXPECT_EQ(hub->moe.shared_intermediate, 48);
+  EXPECT_FALSE(parse(with(with(f2, "shared_expert_intermediate_size", "48"), "qkv_bias", "false"))->attention_bias);
   // decoder_sparse_step and mlp_only_layers, as transformers reads them.
   model_config c = *q;
   c.moe.sparse_step = 2;

@@ -42,6 +42,21 @@ __global__ void silu_and_mul_vec_kernel(const T* gate_up, int64_t d, T* out) {
   store16(out + row * d + j, o);
 }
 
+// out[row, j] += sigmoid(gate[row]) * x[row, j] (Qwen2-MoE's shared
+// expert), in float32, rounded once; a block a row.
+template <class T>
+__global__ void add_sigmoid_gated_kernel(const T* x, const T* gate, int64_t gate_stride,
+                                         int64_t cols, T* out) {
+  pdl_begin();  // before any global memory access (launch.cuh)
+  const int64_t row = blockIdx.x;
+  const float g = to_float(gate[row * gate_stride]);
+  const float s = 1.0f / (1.0f + __expf(-g));
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const int64_t i = row * cols + j;
+    out[i] = from_float<T>(to_float(out[i]) + s * to_float(x[i]));
+  }
+}
+
 // The table row of token `id`, or -1 when another rank holds it (ops::embedding).
 __device__ __forceinline__ int64_t table_row(int32_t id, int64_t first_row, int64_t rows) {
   const int64_t r = static_cast<int64_t>(id) - first_row;
@@ -132,6 +147,18 @@ void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, 
     }
     launch_pdl(silu_and_mul_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
         static_cast<const T*>(gate_up), d, static_cast<T*>(out));
+  });
+  TROUPE_CUDA_CHECK_LAUNCH();
+}
+
+void add_sigmoid_gated(element_type t, const void* x, const void* gate, int64_t gate_stride,
+                       int64_t rows, int64_t cols, void* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  by_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    launch_pdl(add_sigmoid_gated_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
+               static_cast<const T*>(x), static_cast<const T*>(gate), gate_stride, cols,
+               static_cast<T*>(out));
   });
   TROUPE_CUDA_CHECK_LAUNCH();
 }

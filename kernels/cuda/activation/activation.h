@@ -13,6 +13,11 @@ namespace troupe::cuda {
 void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, void* out,
                   cudaStream_t stream);
 
+// out[i, j] += sigmoid(gate[i * gate_stride]) * x[i, j] (rows of `cols`;
+// x, gate and out of one type; Qwen2-MoE's shared expert, ops::add_sigmoid_gated).
+void add_sigmoid_gated(element_type t, const void* x, const void* gate, int64_t gate_stride,
+                       int64_t rows, int64_t cols, void* out, cudaStream_t stream);
+
 // out[i, :] = table[ids[i] - first_row, :] (rows of `cols` elements) where
 // that is one of the table's `rows` rows, else zeros (ops::embedding).
 void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const void* table,
