@@ -15,6 +15,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "tests/net/server_harness.h"
 #include "tests/troupe_child.h"
@@ -33,23 +34,37 @@ const std::string body_of(bool stream) {
          (stream ? "true" : "false") + "}";
 }
 
+// Waits (up to 60 s) until the server runs at least `n` requests, by its
+// /metrics gauge: a loaded machine may take seconds to start a client.
+void wait_for_running(int port, int n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (metric_value(port, "num_requests_running").value_or(0) >= n) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "the server never ran " << n << " requests";
+}
+
 // Requests in flight when rank 1 is lost (by `lose`, called once both are
-// under way) end within 5 s with 503; then the server is up and says why.
-void expect_lost_rank_fails_requests(server_process& server, const std::function<void()>& lose) {
+// running, or at once when the rank loses itself: `wait` false) end within
+// 5 s of the loss with 503; then the server is up and says why.
+void expect_lost_rank_fails_requests(server_process& server, const std::function<void()>& lose,
+                                     bool wait = true) {
   ASSERT_NE(server.port(), 0) << server.log();
   const int port = server.port();
-  const auto start = std::chrono::steady_clock::now();
   auto plain = std::async(std::launch::async, [&] {
     return http_call(port, "POST", "/v1/completions", body_of(false));
   });
   auto streamed = std::async(std::launch::async, [&] {
     return http_call(port, "POST", "/v1/completions", body_of(true));
   });
+  if (wait) wait_for_running(port, 2);
   lose();
+  const auto lost = std::chrono::steady_clock::now();
   const http_result a = plain.get();
   const http_result b = streamed.get();
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - lost).count();
   EXPECT_LT(seconds, 5.0);
   EXPECT_EQ(a.status, 503) << a.body;
   EXPECT_NE(a.body.find("\"type\":\"ServiceUnavailableError\""), std::string::npos) << a.body;
@@ -74,7 +89,7 @@ void expect_stopped_rank_fails_requests(const std::string& flag, const std::stri
   setenv("TROUPE_DEBUG_FAIL_RANK", "1:8", 1);
   server_process server(tiny_llama(flag, size));
   unsetenv("TROUPE_DEBUG_FAIL_RANK");
-  expect_lost_rank_fails_requests(server, [] {});
+  expect_lost_rank_fails_requests(server, [] {}, /*wait=*/false);  // the rank stops at its 8th plan
 }
 
 TEST(server_parallel, a_lost_tensor_parallel_rank_fails_requests_with_503) {
@@ -109,7 +124,7 @@ TEST(server_parallel, a_killed_worker_process_fails_requests_with_503) {
         "bench", "serve", "--base-url", "http://127.0.0.1:" + std::to_string(server.port()),
         "--num-prompts", "8", "--input-len", "8", "--output-len", "1500", "--vocab-size", "1024",
         "--num-warmups", "0", "--disable-progress", "--json-out", (out / "r.json").string()});
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    wait_for_running(server.port(), 2 + 8);  // the two requests and the bench's eight
     EXPECT_EQ(worker.wait(std::chrono::seconds(5), SIGKILL), 128 + SIGKILL);
   });
   EXPECT_NE(server.log().find("rank 1 (pipeline stage 1) was lost: its process is unreachable"),
@@ -118,7 +133,7 @@ TEST(server_parallel, a_killed_worker_process_fails_requests_with_503) {
   EXPECT_EQ(bench->wait(std::chrono::seconds(30)), 1) << bench->log();
   std::ifstream in(out / "r.json");
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(json.find("\"failed\":8,"), std::string::npos) << json.substr(0, 2000);
+  EXPECT_NE(json.find("\"failed\":8,"), std::string::npos) << json.substr(0, 2000) << bench->log();
   EXPECT_NE(json.find("error in the stream: the model's workers are gone (rank N (pipeline stage "
                       "N) was lost"),
             std::string::npos) << json.substr(0, 2000);
