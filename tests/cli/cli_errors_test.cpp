@@ -122,7 +122,7 @@ TEST(cli_errors, unknown_architecture) {
   EXPECT_EQ(r.err, "troupe: error: unsupported architecture 'GPT2LMHeadModel' in " +
                        (dir / "config.json").string() +
                        " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                       "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM)\n");
+                       "Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM)\n");
 }
 
 TEST(cli_errors, unsupported_rope_type) {
