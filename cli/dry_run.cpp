@@ -4,7 +4,6 @@
 // read on a laptop). For the cuda backend, on a GPU of G GiB (default: the
 // visible GPU's memory, else 80).
 #include <algorithm>
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -17,6 +16,12 @@ namespace troupe {
 namespace {
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+std::string fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", v);
+  return buf;
+}
 
 std::string heads(const tp_layout& l, const model_config& m) {
   int64_t q_pad = 0;
@@ -66,9 +71,11 @@ int run_dry_run(const engine_config& config, const model_config& model, double g
       stage = "; stage " + std::to_string(r.stage) + ": layers " + std::to_string(r.layers.begin) +
               ".." + std::to_string(r.layers.end - 1);
     }
-    std::printf("  rank %zu: weights %.2f GiB, workspace %.2f GiB, reserved %.2f GiB, KV cache "
+    const std::string host =
+        r.host_weights > 0 ? " (and " + fixed(r.host_weights / gib) + " GiB in host memory: cpu_offload_gb)" : "";
+    std::printf("  rank %zu: weights %.2f GiB%s, workspace %.2f GiB, reserved %.2f GiB, KV cache "
                 "%.2f GiB = %lld tokens (%lld bytes a token); %s%s\n",
-                g, r.weights / gib, r.workspace / gib, r.reserved / gib, r.kv_bytes / gib,
+                g, r.weights / gib, host.c_str(), r.workspace / gib, r.reserved / gib, r.kv_bytes / gib,
                 static_cast<long long>(r.kv_tokens), static_cast<long long>(r.kv_bytes_per_token),
                 heads(r.layout, model).c_str(), stage.c_str());
   }

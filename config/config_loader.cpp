@@ -45,6 +45,7 @@ const std::vector<field>& fields() {
       {"dtype", &c::dtype}, {"load_format", &c::load_format}, {"seed", &c::seed},
       {"max_model_len", &c::max_model_len}, {"block_size", &c::block_size},
       {"gpu_memory_utilization", &c::gpu_memory_utilization},
+      {"cpu_offload_gb", &c::cpu_offload_gb},
       {"num_gpu_blocks_override", &c::num_gpu_blocks_override},
       {"swap_space", &c::swap_space}, {"cpu_kvcache_space", &c::cpu_kvcache_space},
       {"enable_prefix_caching", &c::enable_prefix_caching},

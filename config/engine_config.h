@@ -48,6 +48,10 @@ struct engine_config {
   // KV cache.
   int64_t block_size = 16;
   double gpu_memory_utilization = 0.9;
+  // GiB of each rank's decoder-layer weights kept in pinned host memory and
+  // copied to the device as their layers run (vLLM's cpu_offload_gb; whole
+  // layers from the first: model/weight_offload.h). 0: none.
+  double cpu_offload_gb = 0;
   std::optional<int64_t> num_gpu_blocks_override;
   double swap_space = 0;             // GiB of host memory for swapped blocks
   double cpu_kvcache_space = 4;      // GiB of KV cache on the cpu backend

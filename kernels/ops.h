@@ -154,8 +154,9 @@ class ops {
 
   // Memory (owned by the backend), zero-filled.
   virtual tensor alloc(dtype type, int64_t rows, int64_t cols) = 0;
-  // Host memory the device copies to and from quickly (pinned with CUDA):
-  // the swap space.
+  // Host memory the device copies to and from quickly (pinned with CUDA,
+  // and addressable by the device: upload, fill_dummy and copy take it):
+  // the swap space, offloaded weights.
   virtual tensor alloc_host(dtype type, int64_t rows, int64_t cols) { return alloc(type, rows, cols); }
   virtual int32_t* alloc_ints(int64_t n) = 0;
   virtual void upload(const float* host, const tensor& dst) = 0;  // converts to dst.type
@@ -168,7 +169,8 @@ class ops {
   virtual void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) = 0;
   virtual void synchronize() = 0;
 
-  // dst = src (same shape).
+  // dst = src (same shape), in order with the kernels (src may be memory
+  // from alloc_host: an offloaded layer's weights).
   virtual void copy(const tensor& src, const tensor& dst) = 0;
   // out[i] = table[token_ids[i] - first_row] where the id is one of the
   // table's rows [first_row, first_row + table.rows), else zeros (a

@@ -148,7 +148,7 @@ status llama_model::load_weights(const weight_source& source,
   // A tensor of its own: `rows` x `cols` here, taking `runs` of the whole's.
   auto add = [&](const std::string& name, std::vector<int64_t> shape, int64_t rows, int64_t cols,
                  tensor& dst, bool by_cols, std::vector<shard_run> runs) {
-    dst = ops_.alloc(type_, rows, cols);
+    dst = alloc_weight(rows, cols);
     loads.push_back({name, std::move(shape), dst, by_cols, std::move(runs)});
   };
   auto replicated = [&](const std::string& name, int64_t rows, tensor& dst) {
@@ -177,11 +177,13 @@ status llama_model::load_weights(const weight_source& source,
     }
   }
   layers_.resize(static_cast<size_t>(stage_.end - stage_.begin));
+  plan_layer_offload(source.cpu_offload_bytes);
   for (int64_t i = stage_.begin; i < stage_.end; ++i) {
+    begin_layer(static_cast<size_t>(i - stage_.begin));
     layer_weights& w = layers_[static_cast<size_t>(i - stage_.begin)];
     replicated(layer_name(i, "input_layernorm.weight"), h, w.input_norm);
     replicated(layer_name(i, "post_attention_layernorm.weight"), h, w.post_attention_norm);
-    w.qkv_proj = ops_.alloc(type_, q_rows + 2 * kv_rows, h);
+    w.qkv_proj = alloc_weight(q_rows + 2 * kv_rows, h);
     stacked(layer_name(i, "self_attn.q_proj.weight"), {q_all, h}, w.qkv_proj, 0, q_rows, q_runs);
     stacked(layer_name(i, "self_attn.k_proj.weight"), {kv_all, h}, w.qkv_proj, q_rows, kv_rows,
             kv_runs);
@@ -189,7 +191,7 @@ status llama_model::load_weights(const weight_source& source,
             kv_rows, kv_runs);
     add(layer_name(i, "self_attn.o_proj.weight"), {h, q_all}, h, q_rows, w.o_proj, true, q_runs);
     if (config_.attention_bias) {
-      w.qkv_bias = ops_.alloc(type_, q_rows + 2 * kv_rows, 1);
+      w.qkv_bias = alloc_weight(q_rows + 2 * kv_rows, 1);
       stacked(layer_name(i, "self_attn.q_proj.bias"), {q_all}, w.qkv_bias, 0, q_rows, q_runs);
       stacked(layer_name(i, "self_attn.k_proj.bias"), {kv_all}, w.qkv_bias, q_rows, kv_rows,
               kv_runs);
@@ -210,8 +212,8 @@ status llama_model::load_weights(const weight_source& source,
       w.moe = true;
       add(layer_name(i, (moe + "gate.weight").c_str()), {experts, h}, experts, h, w.router, false,
           {{0, 0, experts}});
-      w.experts_gate_up = ops_.alloc(type_, experts * 2 * local, h);
-      w.experts_down = ops_.alloc(type_, experts * h, local);
+      w.experts_gate_up = alloc_weight(experts * 2 * local, h);
+      w.experts_down = alloc_weight(experts * h, local);
       for (int64_t e = 0; e < experts; ++e) {
         const std::string expert = moe + "experts." + std::to_string(e) + ".";
         const auto name = [&](const char* mixtral, const char* qwen) {
@@ -224,7 +226,7 @@ status llama_model::load_weights(const weight_source& source,
       if (const int64_t si = m.shared_intermediate; si > 0) {  // Qwen2-MoE
         const int64_t ls = l.shared_intermediate;
         const std::vector<shard_run> shared_runs = l.shared_intermediate_runs(si);
-        w.shared_gate_up = ops_.alloc(type_, 2 * ls, h);
+        w.shared_gate_up = alloc_weight(2 * ls, h);
         stacked(layer_name(i, "mlp.shared_expert.gate_proj.weight"), {si, h}, w.shared_gate_up, 0, ls,
                 shared_runs);
         stacked(layer_name(i, "mlp.shared_expert.up_proj.weight"), {si, h}, w.shared_gate_up, ls, ls,
@@ -236,7 +238,7 @@ status llama_model::load_weights(const weight_source& source,
       }
       continue;
     }
-    w.gate_up_proj = ops_.alloc(type_, 2 * l.intermediate, h);
+    w.gate_up_proj = alloc_weight(2 * l.intermediate, h);
     stacked(layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0, l.intermediate,
             inter_runs);
     stacked(layer_name(i, "mlp.up_proj.weight"), {inter, h}, w.gate_up_proj, l.intermediate,
@@ -257,6 +259,7 @@ status llama_model::load_weights(const weight_source& source,
     }
     if (progress) progress(n + 1, total);
   }
+  finish_offload();
   return {};
 }
 
@@ -264,33 +267,38 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
                                                      const tp_layout& l, int stage, int stages,
                                                      dtype type, int64_t max_num_tokens,
                                                      int64_t max_position,
-                                                     int64_t max_logits_rows) {
+                                                     int64_t max_logits_rows,
+                                                     int64_t cpu_offload_bytes) {
   // As load_weights, allocate_workspace, allocate_logits_workspace and
   // build_rope allocate (tensor_parallel_test checks them against the
   // backend's count).
   const int64_t h = config.hidden_size, d = config.head_dim;
   const int64_t q_rows = l.q_heads * d, qkv_rows = q_rows + 2 * l.kv_heads * d;
-  int64_t layer = 2 * h + qkv_rows * h + h * q_rows;
-  if (config.attention_bias) layer += qkv_rows;
-  if (config.qk_norm) layer += 2 * d;
   const stage_layers layers = pipeline_stage_layers(config.num_hidden_layers, stages, stage);
   const bool first = layers.begin == 0, last = stage == stages - 1;
   const int64_t vocab_rows = l.vocab * h;
   const moe_config& m = config.moe;
+  const int64_t element = static_cast<int64_t>(dtype_size(type));
   int64_t weights = first ? vocab_rows : 0;
+  std::vector<int64_t> layer_bytes;
   for (int64_t i = layers.begin; i < layers.end; ++i) {
-    weights += layer + (is_moe_layer(config, i) ? m.num_experts * (h + 3 * l.expert_intermediate * h)
-                                                : 3 * l.intermediate * h);
-    if (is_moe_layer(config, i) && m.shared_intermediate > 0) weights += 3 * l.shared_intermediate * h + h;
+    layer_bytes.push_back(layer_weight_elements(config, l, i) * element);
+    weights += layer_weight_elements(config, l, i);
   }
   if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
   const int64_t t = max_num_tokens;
   const int64_t activations =
       t * (4 * h + qkv_rows + 2 * q_rows + (has_dense_mlp(config) ? 3 * l.intermediate : 0) + m.num_experts +
            (m.shared_intermediate > 0 ? 3 * l.shared_intermediate + h + 1 : 0));
-  const int64_t element = static_cast<int64_t>(dtype_size(type));
   footprint f;
   f.weights = weights * element;
+  // Offloaded layers: in host memory, a staging buffer on the device.
+  const offload_plan offload = plan_offload(layer_bytes, cpu_offload_bytes);
+  for (size_t i = 0; i < layer_bytes.size(); ++i) {
+    if (offload.offloaded[i]) f.weights -= layer_bytes[i];
+  }
+  f.weights += offload.staging_bytes;
+  f.host_weights = offload.host_bytes;
   f.workspace = activations * element + 2 * max_position * (d / 2) * 4;
   // The MoE kernels' scratch (ops::reserve_moe: cuda_ops's; the cpu
   // backend reserves none, so its plan is that much over).
@@ -343,7 +351,7 @@ void llama_model::build_rope(int64_t max_position) {
 }
 
 void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache) {
-  const layer_weights& w = layers_[layer];
+  const layer_weights& w = weights_for_run(layer);
   const bool first = stage_.begin + static_cast<int64_t>(layer) == 0, lora = lora_enabled();
   const int64_t n = in.num_tokens;
   const float eps = static_cast<float>(config_.rms_norm_eps);

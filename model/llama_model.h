@@ -36,16 +36,22 @@
 #include "model/lora_adapter.h"
 #include "model/model_config.h"
 #include "model/tp_layout.h"
+#include "model/weight_offload.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
 
 namespace troupe {
 
-// Where weights come from: a checkpoint, or dummy values from a seed.
+// Where weights come from: a checkpoint, or dummy values from a seed; and
+// how many bytes of them stay in host memory.
 struct weight_source {
   const checkpoint* ckpt = nullptr;  // null: dummy weights
   int64_t dummy_seed = 0;
   dtype compute_type = dtype::f32;  // weights, activations and KV cache
+  // cpu_offload_gb, in bytes: whole decoder layers from the stage's first
+  // keep their weights in pinned host memory, copied to a device staging
+  // buffer before each runs (model/weight_offload.h); 0: none.
+  int64_t cpu_offload_bytes = 0;
 };
 
 // Where this model sits in a tensor- and pipeline-parallel layout (one
@@ -85,12 +91,19 @@ class llama_model {
   // `stages` (LoRA slots aside), in bytes: the memory plan without a
   // backend (`troupe serve --dry-run`).
   struct footprint {
-    int64_t weights = 0;
+    int64_t weights = 0;    // on the device (with cpu_offload_bytes: the staging buffer, not the offloaded layers)
     int64_t workspace = 0;  // activations, the logits' gather part, the RoPE tables
+    int64_t host_weights = 0;  // the offloaded layers' arenas in host memory
   };
   static footprint memory_footprint(const model_config& config, const tp_layout& layout,
                                     int stage, int stages, dtype type, int64_t max_num_tokens,
-                                    int64_t max_position, int64_t max_logits_rows);
+                                    int64_t max_position, int64_t max_logits_rows,
+                                    int64_t cpu_offload_bytes = 0);
+  // The weight elements of decoder layer `layer` (global index) on a rank
+  // of `layout`.
+  static int64_t layer_weight_elements(const model_config& config, const tp_layout& layout, int64_t layer);
+  // Which of this stage's layers are offloaded (cpu_offload_bytes).
+  const offload_plan& offload() const { return offload_; }
 
   // The whole model's configuration (logits are [n, vocab_size] on every rank).
   const model_config& config() const { return config_; }
@@ -170,6 +183,16 @@ class llama_model {
   void allocate_workspace();
   void build_rope(int64_t max_position);
   void run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache);
+  // Offloading (model/llama_model_offload.cpp): plans the stage's layers;
+  // a weight tensor, in the arena of the layer being loaded when it is
+  // offloaded (begin_layer), else on the device; the offloaded layers'
+  // device twins once every weight is in place; the weights layer `layer`
+  // runs with (an offloaded layer's copied into the staging buffer first).
+  void plan_layer_offload(int64_t cpu_offload_bytes);
+  void begin_layer(size_t layer);
+  tensor alloc_weight(int64_t rows, int64_t cols);
+  void finish_offload();
+  const layer_weights& weights_for_run(size_t layer);
   // Sums x across the tensor-parallel ranks (nothing with one rank).
   void all_reduce(const tensor& x);
   // out = x w^T, plus the deltas when `lora` is given (ops::linear_lora).
@@ -189,6 +212,12 @@ class llama_model {
   dtype type_;
   tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<layer_weights> layers_;
+  offload_plan offload_;
+  std::vector<tensor> offload_arenas_;   // per layer: host arena, or empty
+  std::vector<layer_weights> staged_;    // per layer: the twin in staging_ (offloaded ones)
+  tensor staging_;                       // device: one offloaded layer's arena
+  char* arena_next_ = nullptr;           // while an offloaded layer's weights are allocated
+  char* arena_end_ = nullptr;
   rope_tables rope_;
   workspace ws_;
   int64_t last_num_tokens_ = 0;

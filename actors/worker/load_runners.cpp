@@ -259,6 +259,7 @@ status load_rank(const engine_config& config, const model_config& model,
   weight_source source;
   source.ckpt = ckpt;
   source.dummy_seed = config.seed;
+  source.cpu_offload_bytes = static_cast<int64_t>(config.cpu_offload_gb * double(1LL << 30));
   auto made = make_backend(config, model, limits, device, source.compute_type);
   if (!made) return std::move(made).take_error();
   out.backend = std::move(made.value());
@@ -308,6 +309,13 @@ status load_rank(const engine_config& config, const model_config& model,
   log->info("{}weights {} in {:.2f} s ({})", who, ckpt ? "loaded" : "generated (dummy)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
+  if (const offload_plan& o = out.model->offload(); o.num_offloaded > 0) {
+    const stage_layers& st = out.model->stage();
+    log->info("{}cpu_offload_gb: {} of {} layers in host memory (layers {}..{}, {:.3f} GiB), copied as "
+              "they run into a {:.3f} GiB staging buffer", who, o.num_offloaded, st.end - st.begin,
+              st.begin, st.begin + o.num_offloaded - 1, double(o.host_bytes) / double(1LL << 30),
+              double(o.staging_bytes) / double(1LL << 30));
+  }
   if (out.backend->kind() == backend_kind::cuda && limits.num_blocks == 0) {
     return plan_rank_memory(config, model, limits, free_before, who, out);
   }
@@ -469,9 +477,11 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
     e.layers = pipeline_stage_layers(model.num_hidden_layers, stages, stage);
     const llama_model::footprint f = llama_model::memory_footprint(
         model, *layout, stage, stages, type, limits->max_num_batched_tokens,
-        limits->max_model_len, model_runner::logits_chunk_rows);
+        limits->max_model_len, model_runner::logits_chunk_rows,
+        static_cast<int64_t>(config.cpu_offload_gb * double(1LL << 30)));
     e.layout = std::move(layout.value());
     e.weights = f.weights;
+    e.host_weights = f.host_weights;
     e.workspace = f.workspace;
     // As plan_rank_memory reserves, plus the context's estimate.
     e.reserved = model_runner::buffer_bytes(planned, model.vocab_size) + (256LL << 20) +

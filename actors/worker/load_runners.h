@@ -74,6 +74,7 @@ struct rank_memory_estimate {
   int stage = 0;        // pipeline stage
   stage_layers layers;  // its layers
   int64_t weights = 0, workspace = 0;
+  int64_t host_weights = 0;  // cpu_offload_gb's layers, in host memory
   int64_t reserved = 0;  // runner buffers, headroom, CUDA context (estimate)
   int64_t kv_bytes_per_token = 0;
   int64_t kv_bytes = 0;   // what is left for the KV cache (negative: does not fit)

@@ -377,7 +377,9 @@ void cuda_ops::upload(const float* host, const tensor& dst) {
   const size_t n = static_cast<size_t>(dst.numel());
   std::vector<uint16_t> bits;
   const void* src = host_bits(host, n, dst.type, bits);
-  TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, src, n * dtype_size(dst.type), cudaMemcpyHostToDevice));
+  // cudaMemcpyDefault: dst may be pinned host memory (an offloaded layer's
+  // arena), which unified addressing tells apart.
+  TROUPE_CUDA_CHECK(cudaMemcpy(dst.data, src, n * dtype_size(dst.type), cudaMemcpyDefault));
 }
 
 void cuda_ops::upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) {
@@ -386,7 +388,7 @@ void cuda_ops::upload_cols(const float* host, const tensor& dst, int64_t col0, i
   std::vector<uint16_t> bits;
   const void* src = host_bits(host, n, dst.type, bits);
   TROUPE_CUDA_CHECK(cudaMemcpy2D(static_cast<char*>(dst.data) + col0 * esize, dst.cols * esize, src,
-                                 cols * esize, cols * esize, dst.rows, cudaMemcpyHostToDevice));
+                                 cols * esize, cols * esize, dst.rows, cudaMemcpyDefault));
 }
 
 void cuda_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) {
@@ -427,7 +429,7 @@ void cuda_ops::copy(const tensor& src, const tensor& dst) {
   TROUPE_CHECK(src.numel() == dst.numel() && src.type == dst.type);
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data,
                                     static_cast<size_t>(src.numel()) * dtype_size(src.type),
-                                    cudaMemcpyDeviceToDevice, impl_->stream));
+                                    cudaMemcpyDefault, impl_->stream));  // src may be pinned host memory
 }
 
 void cuda_ops::embedding(const int32_t* token_ids, int64_t num_tokens, const tensor& table,

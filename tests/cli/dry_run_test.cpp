@@ -73,6 +73,25 @@ TEST(dry_run, pipeline_stages_hold_their_layers) {
   EXPECT_NE(r.out.find("stage 1: layers 40..79"), std::string::npos) << r.out;
 }
 
+// cpu_offload_gb 64 on one 80 GiB GPU: whole layers from the first until
+// 64 GiB are offloaded (41 of 1,711,308,800 bytes: 40 are 63.75 GiB), each
+// arena with 32 x 256 bytes of alignment slack; the device holds the rest
+// and one layer's staging buffer, and the 70B plan then fits at 4096.
+TEST(dry_run, cpu_offload_moves_whole_layers_to_host_memory) {
+  const run_result r = run_troupe({"serve", "--model", model_70b(), "--max-model-len", "4096",
+                                   "--cpu-offload-gb", "64", "--dry-run", "--gpu-memory-gib", "80"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const int64_t layer_bytes = 2 * 855'654'400LL, arena = layer_bytes + 32 * 256;
+  const int64_t device = 2 * params_70b - 41 * layer_bytes + arena, host = 41 * arena;
+  const std::string line = "rank 0: weights " + gib(device) + " GiB (and " + gib(host) +
+                           " GiB in host memory: cpu_offload_gb)";
+  EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find("fits"), std::string::npos) << r.out;
+  const run_result bad = run_troupe({"serve", "--model", model_70b(), "--cpu-offload-gb", "-1", "--dry-run"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("cpu_offload_gb: -1 must be 0 or more (GiB)"), std::string::npos) << bad.err;
+}
+
 TEST(dry_run, the_table_of_sizes_and_what_does_not_fit) {
   const run_result r = dry_run("1", "8192");
   // 131.42 GiB of weights on an 80 GiB GPU: exit 1, said plainly.

@@ -57,29 +57,9 @@ TEST_P(golden_formats, each_case_alone_matches_transformers) {
 // All prompts in one file, a small token budget (prefill in chunks, several
 // requests a step), prefix caching (on by default) and async scheduling.
 TEST_P(golden_formats, all_cases_batched_with_chunked_prefill_and_async_scheduling) {
-  const auto cases = load_golden(fixture_dir(GetParam()) + "/golden.json");
   const temp_dir dir("golden-formats");
-  {
-    std::ofstream out(dir / "prompts.jsonl");
-    for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
-  }
-  auto args = greedy_args(GetParam());
-  for (const std::string& a : {std::string("--prompts-file"), (dir / "prompts.jsonl").string(),
-                               std::string("--max-num-batched-tokens"), std::string("48"),
-                               std::string("--max-num-seqs"), std::string("3")}) {
-    args.push_back(a);
-  }
-  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);
-  const run_result r = run_troupe(args);
-  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto lines = split_lines(r.out);
-  ASSERT_EQ(lines.size(), cases.size()) << r.out;
-  EXPECT_GT(stats_value(r.err, "steps_ahead"), 10) << r.err;
-  simdjson::dom::parser parser;
-  for (size_t c = 0; c < cases.size(); ++c) {
-    check_golden_line(cases[c], parser.parse(lines[c]), GetParam() + " batched case " + std::to_string(c), tol);
-  }
+  expect_golden_cases_batched(greedy_args(GetParam()), fixture_dir(GetParam()) + "/golden.json", dir.path(),
+                              GetParam(), tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(fixtures, golden_formats,

@@ -2,6 +2,9 @@
 // golden_formats_test).
 #pragma once
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,38 @@ inline void expect_golden_cases_alone(const std::vector<std::string>& args, cons
     ASSERT_EQ(lines.size(), 1u) << r.out;
     check_golden_line(cases[c], parser.parse(lines[0]), label + " case " + std::to_string(c), tol);
   }
+}
+
+// All cases of `golden_json` in one prompts file under `dir`, with a small
+// token budget (prefill in chunks, several requests a step), prefix
+// caching (on by default) and async scheduling on the CPU
+// (TROUPE_DEBUG_ASYNC_ON_CPU): each line checked within tol. Returns
+// generate's stderr.
+inline std::string expect_golden_cases_batched(std::vector<std::string> args, const std::string& golden_json,
+                                               const std::filesystem::path& dir, const std::string& label,
+                                               double tol) {
+  const auto cases = load_golden(golden_json);
+  {
+    std::ofstream out(dir / "prompts.jsonl");
+    for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
+  }
+  for (const std::string& a : {std::string("--prompts-file"), (dir / "prompts.jsonl").string(),
+                               std::string("--max-num-batched-tokens"), std::string("48"),
+                               std::string("--max-num-seqs"), std::string("3")}) {
+    args.push_back(a);
+  }
+  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);
+  const run_result r = run_troupe(args);
+  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = split_lines(r.out);
+  EXPECT_EQ(lines.size(), cases.size()) << r.out;
+  EXPECT_GT(stats_value(r.err, "steps_ahead"), 10) << r.err;
+  simdjson::dom::parser parser;
+  for (size_t c = 0; c < cases.size() && c < lines.size(); ++c) {
+    check_golden_line(cases[c], parser.parse(lines[c]), label + " batched case " + std::to_string(c), tol);
+  }
+  return r.err;
 }
 
 }  // namespace troupe::testing
