@@ -123,8 +123,12 @@ std::vector<int64_t> parse_list(const std::string& s) {
 
 int run(int argc, char** argv) {
   options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "%s needs a value\n", argv[i]);
+      return 2;
+    }
     if (flag == "--hidden") {
       o.hidden = std::atoll(argv[i + 1]);
     } else if (flag == "--ranks") {
@@ -163,7 +167,8 @@ int run(int argc, char** argv) {
               o.ranks, nccl_version, static_cast<long long>(o.hidden), samples, calls_per_sample);
   std::printf("| rows | bytes | captured us | captured busbw GB/s | eager us | eager busbw GB/s |\n");
   std::printf("| --- | --- | --- | --- | --- | --- |\n");
-  const double factor = o.ranks > 1 ? 2.0 * (o.ranks - 1) / o.ranks : 1.0;
+  // nccl-tests' bus bandwidth factor: 0 for one rank (nothing crosses a link).
+  const double factor = 2.0 * (o.ranks - 1) / o.ranks;
   for (size_t i = 0; i < o.rows.size(); ++i) {
     const double bytes = static_cast<double>(o.rows[i] * o.hidden * 2);
     const timing& r0 = t[0][i];

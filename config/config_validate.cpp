@@ -79,8 +79,8 @@ void check_kv_cache_section(const engine_config& c, problem_list& out) {
   if (b < 8 || b > 128 || (b & (b - 1)) != 0) {
     out.push_back("block_size: " + std::to_string(b) + " must be a power of two in 8..128");
   }
-  if (!(c.cpu_offload_gb >= 0)) {
-    out.push_back("cpu_offload_gb: " + number_text(c.cpu_offload_gb) + " must be 0 or more (GiB)");
+  if (!(c.cpu_offload_gb >= 0 && c.cpu_offload_gb <= 1048576)) {
+    out.push_back("cpu_offload_gb: " + number_text(c.cpu_offload_gb) + " must be 0 or more (GiB), at most 1048576");
   }
   if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1)) {
     out.push_back("gpu_memory_utilization: " + number_text(c.gpu_memory_utilization) +

@@ -52,6 +52,7 @@ struct engine_config {
   // copied to the device as their layers run (vLLM's cpu_offload_gb; whole
   // layers from the first: model/weight_offload.h). 0: none.
   double cpu_offload_gb = 0;
+  int64_t cpu_offload_bytes() const { return static_cast<int64_t>(cpu_offload_gb * double(int64_t{1} << 30)); }
   std::optional<int64_t> num_gpu_blocks_override;
   double swap_space = 0;             // GiB of host memory for swapped blocks
   double cpu_kvcache_space = 4;      // GiB of KV cache on the cpu backend

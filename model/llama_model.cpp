@@ -280,11 +280,8 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   const moe_config& m = config.moe;
   const int64_t element = static_cast<int64_t>(dtype_size(type));
   int64_t weights = first ? vocab_rows : 0;
-  std::vector<int64_t> layer_bytes;
-  for (int64_t i = layers.begin; i < layers.end; ++i) {
-    layer_bytes.push_back(layer_weight_elements(config, l, i) * element);
-    weights += layer_weight_elements(config, l, i);
-  }
+  const std::vector<int64_t> layer_bytes = layer_weight_bytes(config, l, layers, type);
+  for (int64_t b : layer_bytes) weights += b / element;
   if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
   const int64_t t = max_num_tokens;
   const int64_t activations =

@@ -102,6 +102,9 @@ class llama_model {
   // The weight elements of decoder layer `layer` (global index) on a rank
   // of `layout`.
   static int64_t layer_weight_elements(const model_config& config, const tp_layout& layout, int64_t layer);
+  // The bytes of each of `layers`' weights on a rank of `layout`.
+  static std::vector<int64_t> layer_weight_bytes(const model_config& config, const tp_layout& layout,
+                                                 const stage_layers& layers, dtype type);
   // Which of this stage's layers are offloaded (cpu_offload_bytes).
   const offload_plan& offload() const { return offload_; }
 

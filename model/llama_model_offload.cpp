@@ -26,13 +26,17 @@ int64_t llama_model::layer_weight_elements(const model_config& config, const tp_
   return n;
 }
 
-void llama_model::plan_layer_offload(int64_t cpu_offload_bytes) {
+std::vector<int64_t> llama_model::layer_weight_bytes(const model_config& config, const tp_layout& layout,
+                                                    const stage_layers& layers, dtype type) {
   std::vector<int64_t> bytes;
-  const int64_t element = static_cast<int64_t>(dtype_size(type_));
-  for (int64_t i = stage_.begin; i < stage_.end; ++i) {
-    bytes.push_back(layer_weight_elements(config_, layout_, i) * element);
+  for (int64_t i = layers.begin; i < layers.end; ++i) {
+    bytes.push_back(layer_weight_elements(config, layout, i) * static_cast<int64_t>(dtype_size(type)));
   }
-  offload_ = plan_offload(bytes, cpu_offload_bytes);
+  return bytes;
+}
+
+void llama_model::plan_layer_offload(int64_t cpu_offload_bytes) {
+  offload_ = plan_offload(layer_weight_bytes(config_, layout_, stage_, type_), cpu_offload_bytes);
   offload_arenas_.assign(layers_.size(), tensor{});
   staged_.assign(layers_.size(), layer_weights{});
 }
@@ -77,7 +81,7 @@ void llama_model::finish_offload() {
   arena_next_ = arena_end_ = nullptr;
   if (offload_.num_offloaded == 0) return;
   const int64_t element = static_cast<int64_t>(dtype_size(type_));
-  staging_ = ops_.alloc(type_, 1, offload_.staging_bytes / element + 1);
+  staging_ = ops_.alloc(type_, 1, offload_.staging_bytes / element);  // arenas are whole elements
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!offload_.offloaded[i]) continue;
     const char* base = static_cast<const char*>(offload_arenas_[i].data);

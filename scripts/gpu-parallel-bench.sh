@@ -19,7 +19,7 @@
 #            process killed (SIGKILL) 10 s into `bench serve`: how long
 #            in-flight requests take to fail, with which status, what
 #            /health says, and the head's log line naming the rank.
-# NCCL_NVLS_ENABLE=0 in every process (device-env.sh exports it).
+# NCCL_NVLS_ENABLE=0 in every process (exported below).
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-parallel-bench.sh [OUT_DIR]   # there
 set -uo pipefail
@@ -39,13 +39,13 @@ common=(--load-format dummy --log-level warn --seed 0 --max-model-len 4096)
 ts=()
 for t in 2 4; do (( gpus >= t )) && ts+=("$t"); done
 
-# Two processes: `troupe worker` for stage 1 on GPU 1 (port $1, then the
-# model's flags); prints its pid.
+# Two processes: `troupe worker` for stage 1 on GPU 1 (port $1, log $2,
+# then the model's flags), a child of this shell; its pid in $wpid.
 start_worker() {
   local port=$1 log=$2; shift 2
   CUDA_VISIBLE_DEVICES=1 "$bin" worker --connect "127.0.0.1:$port" --pipeline-parallel-size 2 \
     --distributed-timeout 120 "$@" >"$log" 2>&1 &
-  echo $!
+  wpid=$!
 }
 
 if [[ $parts == *" tokens "* ]]; then
@@ -69,7 +69,7 @@ for i in range(8):
   done
   gen bfloat16.p2 "" --dtype bfloat16 --pipeline-parallel-size 2
   (( gpus >= 4 )) && gen bfloat16.t2p2 "" --dtype bfloat16 --tensor-parallel-size 2 --pipeline-parallel-size 2
-  wpid=$(start_worker 29700 "$out/tok.p2procs.worker.log" --model "$m8" "${common[@]}" --dtype bfloat16)
+  start_worker 29700 "$out/tok.p2procs.worker.log" --model "$m8" "${common[@]}" --dtype bfloat16
   gen bfloat16.p2procs "CUDA_VISIBLE_DEVICES=0" --dtype bfloat16 --pipeline-parallel-size 2 \
     --distributed-port 29700 --distributed-timeout 120
   wait "$wpid"; echo "worker exit $?" >>"$out/tok.p2procs.worker.log"
@@ -152,7 +152,7 @@ if [[ $parts == *" kill "* ]]; then
   echo
   echo "A worker process killed during bench serve (P = 2, two processes, dummy Llama-3.1-8B bf16):"
   port=8310
-  wpid=$(start_worker 29710 "$out/kill.worker.log" --model "$m8" "${common[@]}" --dtype bfloat16)
+  start_worker 29710 "$out/kill.worker.log" --model "$m8" "${common[@]}" --dtype bfloat16
   CUDA_VISIBLE_DEVICES=0 "$bin" serve --model "$m8" "${common[@]}" --dtype bfloat16 \
     --pipeline-parallel-size 2 --distributed-port 29710 --distributed-timeout 120 --port "$port" \
     --log-level info >"$out/kill.head.log" 2>&1 &

@@ -259,7 +259,7 @@ status load_rank(const engine_config& config, const model_config& model,
   weight_source source;
   source.ckpt = ckpt;
   source.dummy_seed = config.seed;
-  source.cpu_offload_bytes = static_cast<int64_t>(config.cpu_offload_gb * double(1LL << 30));
+  source.cpu_offload_bytes = config.cpu_offload_bytes();
   auto made = make_backend(config, model, limits, device, source.compute_type);
   if (!made) return std::move(made).take_error();
   out.backend = std::move(made.value());
@@ -477,8 +477,7 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
     e.layers = pipeline_stage_layers(model.num_hidden_layers, stages, stage);
     const llama_model::footprint f = llama_model::memory_footprint(
         model, *layout, stage, stages, type, limits->max_num_batched_tokens,
-        limits->max_model_len, model_runner::logits_chunk_rows,
-        static_cast<int64_t>(config.cpu_offload_gb * double(1LL << 30)));
+        limits->max_model_len, model_runner::logits_chunk_rows, config.cpu_offload_bytes());
     e.layout = std::move(layout.value());
     e.weights = f.weights;
     e.host_weights = f.host_weights;

@@ -100,8 +100,10 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   }
   const cuda::element_type et = element_of(w.type);
   if (!cuda::gemv_supported(et, x.rows, x.cols, x.data, w.data)) return -1;
-  // A forced GEMV variant, unfused.
-  if (m.gemv_mode >= 0) return gated || rope != nullptr ? -1 : m.gemv_mode;
+  // A forced GEMV variant, unfused (with consistent rows, not a split one).
+  if (m.gemv_mode >= 0 && !(m.rows_consistent && cuda::gemv_variant_split(m.gemv_mode) > 1)) {
+    return gated || rope != nullptr ? -1 : m.gemv_mode;
+  }
   const auto key = std::make_tuple(x.rows, w.rows, w.cols, static_cast<int>(w.type),
                                    static_cast<int>(out.type), gated,
                                    rope != nullptr ? rope->q_heads : 0,
@@ -313,8 +315,16 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
                 gated ? " + silu_and_mul" : rope != nullptr ? " + qkv_rope_cache" : "", blas_us);
   m.tuning_lines.push_back(std::string(head) + timings + ")");
   m.tuning_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // Consistent rows never fall back to cuBLAS: variant 0 (no split) when
+  // none agreed (its disagreement is then logged above).
+  if (m.rows_consistent && best < 0) best = 0;
   m.gemm_choices.emplace(key, best);  // the next call computes the product with it
   return best;
+}
+
+bool cuda_ops::runs_in_row_chunks(const tensor& x, const tensor& w) const {
+  return impl_->rows_consistent && x.rows > cuda::gemv_max_rows &&
+         cuda::gemv_supported(element_of(w.type), cuda::gemv_max_rows, x.cols, x.data, w.data);
 }
 
 void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
@@ -322,8 +332,7 @@ void cuda_ops::gemm(const tensor& x, const tensor& w, const tensor& out) {
   // products of up to gemv_max_rows rows each, so that every row is summed
   // in the one order of the variants without a split (each chunk rereads
   // the weights: prefill is several times slower).
-  if (impl_->rows_consistent && x.rows > cuda::gemv_max_rows &&
-      cuda::gemv_supported(element_of(w.type), cuda::gemv_max_rows, x.cols, x.data, w.data)) {
+  if (runs_in_row_chunks(x, w)) {
     for (int64_t r0 = 0; r0 < x.rows; r0 += cuda::gemv_max_rows) {
       const int64_t rows = std::min<int64_t>(cuda::gemv_max_rows, x.rows - r0);
       gemm(x.row_slice(r0, rows), w, out.row_slice(r0, rows));
@@ -374,8 +383,7 @@ std::string cuda_ops::product_kernel(const tensor& x, const tensor& w, const ten
                                      const rope_heads* rope) {
   // Batch invariance: gemm() in chunks of gemv_max_rows rows, the GLU and
   // RoPE epilogues apart.
-  if (impl_->rows_consistent && x.rows > cuda::gemv_max_rows &&
-      cuda::gemv_supported(element_of(w.type), cuda::gemv_max_rows, x.cols, x.data, w.data)) {
+  if (runs_in_row_chunks(x, w)) {
     const int64_t rows = cuda::gemv_max_rows;
     return product_kernel(x.row_slice(0, rows), w, tensor{out.data, out.type, rows, w.rows}) +
            " (" + std::to_string(rows) + "-row chunks)" +

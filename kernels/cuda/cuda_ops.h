@@ -162,6 +162,9 @@ class cuda_ops final : public ops {
   // (gemv_qkv_rope_cache), timed as that.
   int gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated = false,
                   const rope_heads* rope = nullptr);
+  // Batch invariance: a product of more than gemv_max_rows rows that runs
+  // as launches of gemv_max_rows rows each.
+  bool runs_in_row_chunks(const tensor& x, const tensor& w) const;
   std::unique_ptr<impl> impl_;
 };
 

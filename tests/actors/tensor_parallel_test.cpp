@@ -267,6 +267,44 @@ TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
   }
 }
 
+// With cpu_offload_gb: the device weights the plan counts (the staging
+// buffer, not the offloaded layers) plus its host arenas are what create
+// allocates (the cpu backend's alloc_host is its alloc), for no layer, the
+// first alone (a 1-byte budget) and every layer of the stage.
+TEST(tensor_parallel_memory, offloaded_layers_are_counted_on_the_host) {
+  for (const std::string name : {"tiny-llama", "tiny-qwen2"}) {
+    auto cfg = load_model_config(model_dir(name));
+    ASSERT_TRUE(static_cast<bool>(cfg));
+    for (int stages : {1, 2}) {
+      for (const int64_t budget : {int64_t{0}, int64_t{1}, int64_t{1} << 40}) {
+        auto tp_members = cpu_group::create(2);
+        auto pp_members = cpu_group::create(stages);
+        for (int g = 0; g < 2 * stages; ++g) {
+          const int stage = g / 2, r = g % 2;
+          cpu_ops backend;
+          weight_source source;  // dummy
+          source.cpu_offload_bytes = budget;
+          model_parallel parallel;
+          parallel.tp = tp_members[static_cast<size_t>(r)].get();
+          parallel.pp = stages > 1 ? pp_members[static_cast<size_t>(stage)].get() : nullptr;
+          parallel.max_logits_rows = 64;
+          auto model = llama_model::create(cfg.value(), backend, source, 100, 80, parallel);
+          ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
+          const auto f = llama_model::memory_footprint(cfg.value(), model.value()->layout(), stage,
+                                                       stages, dtype::f32, 100, 80, 64, budget);
+          const std::string where = name + " P=" + std::to_string(stages) + " budget " +
+                                    std::to_string(budget) + " rank " + std::to_string(g);
+          EXPECT_EQ(f.weights + f.workspace + f.host_weights, backend.allocated_bytes()) << where;
+          const stage_layers& layers = model.value()->stage();
+          const int64_t want = budget == 0 ? 0 : budget == 1 ? 1 : layers.end - layers.begin;
+          EXPECT_EQ(model.value()->offload().num_offloaded, want) << where;
+          EXPECT_EQ(f.host_weights > 0, want > 0) << where;
+        }
+      }
+    }
+  }
+}
+
 // The same for the mixture-of-experts fixtures, whose plan also counts the
 // MoE kernels' scratch (ops::moe_scratch_bytes), which only the cuda
 // backend reserves: every expert's slice on every rank, the router

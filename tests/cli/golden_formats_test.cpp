@@ -58,7 +58,7 @@ TEST_P(golden_formats, each_case_alone_matches_transformers) {
 // requests a step), prefix caching (on by default) and async scheduling.
 TEST_P(golden_formats, all_cases_batched_with_chunked_prefill_and_async_scheduling) {
   const temp_dir dir("golden-formats");
-  expect_golden_cases_batched(greedy_args(GetParam()), fixture_dir(GetParam()) + "/golden.json", dir.path(),
+  expect_golden_cases_chunked_async(greedy_args(GetParam()), fixture_dir(GetParam()) + "/golden.json", dir.path(),
                               GetParam(), tol);
 }
 
@@ -183,8 +183,8 @@ TEST(golden_formats_moe, attention_lora_matches_the_merged_weights) {
 // Tensor parallelism over the CPU backend's in-process group: every rank
 // holds every expert's slice of the intermediate rows (Qwen3-MoE's 64
 // split 32 + 32 and, padded, 22 x 3; Mixtral's 192 as 96 x 2 and 64 x 3;
-// Qwen2-MoE's shared expert's 96 as 48 x 2 and 32 x 3, its dense layer's
-// 256 as 128 x 2 and, padded, 86 x 3), the routers and the shared expert's
+// Qwen2-MoE's shared expert's 96 as 48 x 2, 32 x 3 and, padded, 20 x 5, its
+// dense layer's 256 as 128 x 2 and, padded, 86 x 3), the routers and the shared expert's
 // gate replicated, the down products' partial sums all-reduced.
 TEST(golden_formats_moe, tensor_parallel_ranks_match_transformers) {
   for (const std::string model : {"moe/tiny-qwen3-moe", "moe/tiny-mixtral", "moe/tiny-qwen2-moe"}) {
@@ -195,6 +195,11 @@ TEST(golden_formats_moe, tensor_parallel_ranks_match_transformers) {
       expect_golden_cases_alone(args, fixture_dir(model) + "/golden.json", model + " T=" + t, tol);
     }
   }
+  // T = 5 pads the shared expert (96 rows as 20 x 5) and the dense layer's
+  // 256 (52 x 5), and the KV heads (2 up to 5).
+  auto args = greedy_args("moe/tiny-qwen2-moe");
+  args.insert(args.end(), {"--tensor-parallel-size", "5"});
+  expect_golden_cases_alone(args, fixture_dir("moe/tiny-qwen2-moe") + "/golden.json", "tiny-qwen2-moe T=5", tol);
 }
 
 }  // namespace

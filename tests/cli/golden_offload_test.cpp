@@ -40,7 +40,7 @@ TEST_P(golden_offload, goldens_hold_with_layers_in_host_memory) {
   const std::string golden = std::string(TROUPE_TEST_DATA) + "/" + c.dir + "/golden.json";
   expect_golden_cases_alone(args_for(c.dir, c.offload_gb), golden, label, tol);
   const temp_dir dir("golden-offload");
-  const std::string err = expect_golden_cases_batched(args_for(c.dir, c.offload_gb), golden, dir.path(), label, tol);
+  const std::string err = expect_golden_cases_chunked_async(args_for(c.dir, c.offload_gb), golden, dir.path(), label, tol);
   EXPECT_NE(err.find(c.log), std::string::npos) << err;
 }
 
@@ -65,8 +65,8 @@ INSTANTIATE_TEST_SUITE_P(
 // offloaded; arenas add the alignment slack; staging holds the largest.
 TEST(offload_plan, whole_layers_from_the_first_until_the_budget_is_met) {
   const std::vector<int64_t> layers = {100, 300, 200, 50};
-  const int64_t slack = offload_arena_bytes(0);
-  EXPECT_EQ(slack, offload_alignment * offload_max_tensors_per_layer);
+  const int64_t slack = 32 * 256;  // 32 tensors a layer at most, each 256-byte aligned
+  EXPECT_EQ(offload_arena_bytes(0), slack);
   const offload_plan none = plan_offload(layers, 0);
   EXPECT_EQ(none.num_offloaded, 0);
   EXPECT_EQ(none.host_bytes, 0);

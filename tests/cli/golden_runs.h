@@ -1,5 +1,5 @@
 // Test helper: golden cases through `troupe generate` (golden_test,
-// golden_formats_test).
+// golden_formats_test, golden_offload_test).
 #pragma once
 
 #include <cstdlib>
@@ -32,36 +32,42 @@ inline void expect_golden_cases_alone(const std::vector<std::string>& args, cons
   }
 }
 
-// All cases of `golden_json` in one prompts file under `dir`, with a small
-// token budget (prefill in chunks, several requests a step), prefix
-// caching (on by default) and async scheduling on the CPU
-// (TROUPE_DEBUG_ASYNC_ON_CPU): each line checked within tol. Returns
-// generate's stderr.
-inline std::string expect_golden_cases_batched(std::vector<std::string> args, const std::string& golden_json,
+// All `cases` in one prompts file under `dir`: `args` (a `generate ...
+// --json` command line) plus --prompts-file, each output line checked by
+// check_golden_line within tol. Returns generate's stderr.
+inline std::string expect_golden_cases_batched(std::vector<std::string> args, const std::vector<golden_case>& cases,
                                                const std::filesystem::path& dir, const std::string& label,
                                                double tol) {
-  const auto cases = load_golden(golden_json);
   {
     std::ofstream out(dir / "prompts.jsonl");
     for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
   }
-  for (const std::string& a : {std::string("--prompts-file"), (dir / "prompts.jsonl").string(),
-                               std::string("--max-num-batched-tokens"), std::string("48"),
-                               std::string("--max-num-seqs"), std::string("3")}) {
-    args.push_back(a);
-  }
-  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);
+  args.push_back("--prompts-file");
+  args.push_back((dir / "prompts.jsonl").string());
   const run_result r = run_troupe(args);
-  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const auto lines = split_lines(r.out);
   EXPECT_EQ(lines.size(), cases.size()) << r.out;
-  EXPECT_GT(stats_value(r.err, "steps_ahead"), 10) << r.err;
   simdjson::dom::parser parser;
   for (size_t c = 0; c < cases.size() && c < lines.size(); ++c) {
     check_golden_line(cases[c], parser.parse(lines[c]), label + " batched case " + std::to_string(c), tol);
   }
   return r.err;
+}
+
+// The cases of `golden_json` so, with a small token budget (prefill in
+// chunks, several requests a step), prefix caching (on by default) and
+// async scheduling on the CPU (TROUPE_DEBUG_ASYNC_ON_CPU, and steps
+// planned ahead checked). Returns generate's stderr.
+inline std::string expect_golden_cases_chunked_async(std::vector<std::string> args, const std::string& golden_json,
+                                                     const std::filesystem::path& dir, const std::string& label,
+                                                     double tol) {
+  for (const char* a : {"--max-num-batched-tokens", "48", "--max-num-seqs", "3"}) args.push_back(a);
+  setenv("TROUPE_DEBUG_ASYNC_ON_CPU", "1", 1);
+  const std::string err = expect_golden_cases_batched(args, load_golden(golden_json), dir, label, tol);
+  unsetenv("TROUPE_DEBUG_ASYNC_ON_CPU");
+  EXPECT_GT(stats_value(err, "steps_ahead"), 10) << err;
+  return err;
 }
 
 }  // namespace troupe::testing

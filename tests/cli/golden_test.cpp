@@ -26,10 +26,6 @@ std::vector<std::string> greedy_args(const std::string& model) {
           "--logprobs", "5", "--prompt-logprobs", "0", "--json"};
 }
 
-void check_line(const golden_case& g, simdjson::dom::element line, const std::string& where) {
-  check_golden_line(g, line, where, tol);
-}
-
 class golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(golden, each_case_alone_matches_transformers) {
@@ -42,24 +38,9 @@ std::string run_batched(const std::string& model, const std::vector<std::string>
   auto cases = load_golden(golden_path(model));
   if (longest_first) std::reverse(cases.begin(), cases.end());
   const temp_dir dir("golden");
-  const auto file = dir / "prompts.jsonl";
-  {
-    std::ofstream out(file);
-    for (const auto& g : cases) out << "{\"prompt_ids\":[" << join_ids(g.prompt_ids) << "]}\n";
-  }
   auto args = greedy_args(model);
-  args.push_back("--prompts-file");
-  args.push_back(file.string());
   args.insert(args.end(), extra.begin(), extra.end());
-  const run_result r = run_troupe(args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  const auto lines = split_lines(r.out);
-  EXPECT_EQ(lines.size(), cases.size()) << r.out;
-  simdjson::dom::parser parser;
-  for (size_t c = 0; c < std::min(lines.size(), cases.size()); ++c) {
-    check_line(cases[c], parser.parse(lines[c]), model + " batched case " + std::to_string(c));
-  }
-  return r.err;
+  return expect_golden_cases_batched(args, cases, dir.path(), model, tol);
 }
 
 TEST_P(golden, all_cases_batched_match) {

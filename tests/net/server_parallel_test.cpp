@@ -45,11 +45,12 @@ void wait_for_running(int port, int n) {
   ADD_FAILURE() << "the server never ran " << n << " requests";
 }
 
-// Requests in flight when rank 1 is lost (by `lose`, called once both are
-// running, or at once when the rank loses itself: `wait` false) end within
-// 5 s of the loss with 503; then the server is up and says why.
+// Requests in flight when rank 1 is lost (by `lose`, called once the
+// server runs `running` requests, these two among them; 0: at once, the
+// rank losing itself) end within 5 s of the loss with 503; then the server
+// is up and says why.
 void expect_lost_rank_fails_requests(server_process& server, const std::function<void()>& lose,
-                                     bool wait = true) {
+                                     int running) {
   ASSERT_NE(server.port(), 0) << server.log();
   const int port = server.port();
   auto plain = std::async(std::launch::async, [&] {
@@ -58,7 +59,7 @@ void expect_lost_rank_fails_requests(server_process& server, const std::function
   auto streamed = std::async(std::launch::async, [&] {
     return http_call(port, "POST", "/v1/completions", body_of(true));
   });
-  if (wait) wait_for_running(port, 2);
+  if (running > 0) wait_for_running(port, running);
   lose();
   const auto lost = std::chrono::steady_clock::now();
   const http_result a = plain.get();
@@ -89,7 +90,7 @@ void expect_stopped_rank_fails_requests(const std::string& flag, const std::stri
   setenv("TROUPE_DEBUG_FAIL_RANK", "1:8", 1);
   server_process server(tiny_llama(flag, size));
   unsetenv("TROUPE_DEBUG_FAIL_RANK");
-  expect_lost_rank_fails_requests(server, [] {}, /*wait=*/false);  // the rank stops at its 8th plan
+  expect_lost_rank_fails_requests(server, [] {}, 0);  // the rank stops at its 8th plan
 }
 
 TEST(server_parallel, a_lost_tensor_parallel_rank_fails_requests_with_503) {
@@ -117,16 +118,16 @@ TEST(server_parallel, a_killed_worker_process_fails_requests_with_503) {
                                    R"({"model":")" + std::string(TROUPE_TEST_DATA) +
                                        R"(/models/tiny-llama","prompt":[1,2,3],"max_tokens":4})");
   EXPECT_EQ(ok.status, 200) << ok.body;
+  // The bench first (a loaded machine may take seconds to start it), then
+  // the two requests; the worker is killed once all ten run.
   const temp_dir out("bench");
-  std::unique_ptr<troupe_child> bench;
-  expect_lost_rank_fails_requests(server, [&] {
-    bench = std::make_unique<troupe_child>(std::vector<std::string>{
-        "bench", "serve", "--base-url", "http://127.0.0.1:" + std::to_string(server.port()),
-        "--num-prompts", "8", "--input-len", "8", "--output-len", "1500", "--vocab-size", "1024",
-        "--num-warmups", "0", "--disable-progress", "--json-out", (out / "r.json").string()});
-    wait_for_running(server.port(), 2 + 8);  // the two requests and the bench's eight
-    EXPECT_EQ(worker.wait(std::chrono::seconds(5), SIGKILL), 128 + SIGKILL);
-  });
+  const auto bench = std::make_unique<troupe_child>(std::vector<std::string>{
+      "bench", "serve", "--base-url", "http://127.0.0.1:" + std::to_string(server.port()),
+      "--num-prompts", "8", "--input-len", "8", "--output-len", "1500", "--vocab-size", "1024",
+      "--num-warmups", "0", "--disable-progress", "--json-out", (out / "r.json").string()});
+  wait_for_running(server.port(), 8);
+  expect_lost_rank_fails_requests(
+      server, [&] { EXPECT_EQ(worker.wait(std::chrono::seconds(5), SIGKILL), 128 + SIGKILL); }, 2 + 8);
   EXPECT_NE(server.log().find("rank 1 (pipeline stage 1) was lost: its process is unreachable"),
             std::string::npos) << server.log();
   // The bench ends (every request failed: exit 1) with the 503's reason.
