@@ -22,20 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/cuda_check.h"
 #include "parallel/nccl_communicator.h"
 
 namespace troupe {
 namespace {
-
-#define BENCH_CUDA(call)                                                                \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                \
-                   cudaGetErrorString(e_));                                             \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 struct options {
   int64_t hidden = 4096;
@@ -60,16 +51,16 @@ double median(std::vector<double> v) {
 template <typename Launch>
 double time_runs(cudaStream_t stream, Launch launch) {
   cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
+  TROUPE_CUDA_CHECK(cudaEventCreate(&start));
+  TROUPE_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> us;
   for (int s = 0; s < samples + 2; ++s) {  // the first two: warm-up
-    BENCH_CUDA(cudaEventRecord(start, stream));
+    TROUPE_CUDA_CHECK(cudaEventRecord(start, stream));
     launch();
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
+    TROUPE_CUDA_CHECK(cudaEventRecord(stop, stream));
+    TROUPE_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    TROUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     if (s >= 2) us.push_back(1000.0 * ms / calls_per_sample);
   }
   cudaEventDestroy(start);
@@ -78,9 +69,9 @@ double time_runs(cudaStream_t stream, Launch launch) {
 }
 
 void run_rank(int rank, const options& o, const std::string& id, std::vector<timing>& out) {
-  BENCH_CUDA(cudaSetDevice(rank));
+  TROUPE_CUDA_CHECK(cudaSetDevice(rank));
   cudaStream_t stream = nullptr;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto comm = nccl_communicator::create(id, rank, o.ranks, stream);
   if (!comm.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, comm.error_message().c_str());
@@ -89,8 +80,8 @@ void run_rank(int rank, const options& o, const std::string& id, std::vector<tim
   nccl_communicator& c = **comm;
   const int64_t max_rows = *std::max_element(o.rows.begin(), o.rows.end());
   void* buf = nullptr;
-  BENCH_CUDA(cudaMalloc(&buf, static_cast<size_t>(max_rows * o.hidden) * 2));
-  BENCH_CUDA(cudaMemset(buf, 0, static_cast<size_t>(max_rows * o.hidden) * 2));  // bf16 zeros
+  TROUPE_CUDA_CHECK(cudaMalloc(&buf, static_cast<size_t>(max_rows * o.hidden) * 2));
+  TROUPE_CUDA_CHECK(cudaMemset(buf, 0, static_cast<size_t>(max_rows * o.hidden) * 2));  // bf16 zeros
   for (size_t i = 0; i < o.rows.size(); ++i) {
     const tensor x{buf, dtype::bf16, o.rows[i], o.hidden};
     timing& t = out[i];
@@ -99,15 +90,15 @@ void run_rank(int rank, const options& o, const std::string& id, std::vector<tim
     });
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
-    BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    TROUPE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     for (int k = 0; k < calls_per_sample; ++k) c.all_reduce_sum(x);
-    BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-    BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    t.captured_us = time_runs(stream, [&] { BENCH_CUDA(cudaGraphLaunch(exec, stream)); });
+    TROUPE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    TROUPE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    t.captured_us = time_runs(stream, [&] { TROUPE_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));
   comm.value().reset();
   cudaFree(buf);
   cudaStreamDestroy(stream);

@@ -236,6 +236,20 @@ INSTANTIATE_TEST_SUITE_P(
                       tp_case{"tiny-llama", 3, 2}),
     case_name);
 
+// Rank r of stage `stage` of a T x P layout over the CPU backend, with
+// dummy weights (`source` may offload).
+result<std::unique_ptr<llama_model>> make_layout_rank(const model_config& cfg, cpu_ops& backend,
+                                                      const weight_source& source,
+                                                      std::vector<std::unique_ptr<communicator>>& tp_members,
+                                                      std::vector<std::unique_ptr<communicator>>& pp_members,
+                                                      int r, int stage) {
+  model_parallel parallel;
+  parallel.tp = tp_members[static_cast<size_t>(r)].get();
+  parallel.pp = pp_members.size() > 1 ? pp_members[static_cast<size_t>(stage)].get() : nullptr;
+  parallel.max_logits_rows = 64;
+  return llama_model::create(cfg, backend, source, 100, 80, parallel);
+}
+
 // llama_model::memory_footprint (the dry run's plan) is what create
 // allocates, for every rank of every T and stage of every P.
 TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
@@ -251,11 +265,7 @@ TEST(tensor_parallel_memory, footprint_is_what_create_allocates) {
           const int stage = g / size, r = g % size;
           cpu_ops backend;
           weight_source source;  // dummy
-          model_parallel parallel;
-          parallel.tp = tp_members[static_cast<size_t>(r)].get();
-          parallel.pp = stages > 1 ? pp_members[static_cast<size_t>(stage)].get() : nullptr;
-          parallel.max_logits_rows = 64;
-          auto model = llama_model::create(cfg.value(), backend, source, 100, 80, parallel);
+          auto model = make_layout_rank(cfg.value(), backend, source, tp_members, pp_members, r, stage);
           ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
           const auto f = llama_model::memory_footprint(cfg.value(), model.value()->layout(), stage,
                                                        stages, dtype::f32, 100, 80, 64);
@@ -284,11 +294,7 @@ TEST(tensor_parallel_memory, offloaded_layers_are_counted_on_the_host) {
           cpu_ops backend;
           weight_source source;  // dummy
           source.cpu_offload_bytes = budget;
-          model_parallel parallel;
-          parallel.tp = tp_members[static_cast<size_t>(r)].get();
-          parallel.pp = stages > 1 ? pp_members[static_cast<size_t>(stage)].get() : nullptr;
-          parallel.max_logits_rows = 64;
-          auto model = llama_model::create(cfg.value(), backend, source, 100, 80, parallel);
+          auto model = make_layout_rank(cfg.value(), backend, source, tp_members, pp_members, r, stage);
           ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
           const auto f = llama_model::memory_footprint(cfg.value(), model.value()->layout(), stage,
                                                        stages, dtype::f32, 100, 80, 64, budget);
