@@ -17,6 +17,7 @@
 #include "actors/worker/load_runners.h"
 #include "actors/worker/remote_stages.h"
 #include "actors/worker/worker_actor.h"
+#include "config/config_loader.h"
 #include "config/logging.h"
 #include "config/speculative_config.h"
 #include "model/tp_layout.h"
@@ -162,7 +163,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config) {
 
 result<std::unique_ptr<engine>> engine::create(const engine_config& config,
                                                std::shared_ptr<const tokenizer> tok) {
-  auto model = load_model_config(config.model);
+  auto model = load_engine_model(config);
   if (!model) return std::move(model).take_error();
   auto limits = derive_local_limits(config, *model);
   if (!limits) return std::move(limits).take_error();

@@ -20,6 +20,10 @@ bool prepare_command(const engine_config& config, command_setup& out) {
     print_error(model.error_message());
     return false;
   }
+  if (status s = apply_quantization(config, *model); !s.ok()) {  // (validate_config said so already)
+    print_error(s.error_message());
+    return false;
+  }
   auto tok = engine::load_tokenizer(config);
   if (!tok) {
     print_error(tok.error_message());

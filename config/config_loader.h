@@ -47,6 +47,14 @@ result<engine_config> load_config_file(const std::string& path, engine_config ba
 std::vector<std::string> validate_config(const engine_config& config,
                                          const model_config* model);
 
+// The model's configuration as the engine runs it: config.json from the
+// `model` folder, its quantization resolved with the `quantization` key
+// (model/quantization.h resolve_quantization; validate_config reports the
+// same error with the others).
+result<model_config> load_engine_model(const engine_config& config);
+// model.quantization resolved with config's `quantization` key (the same).
+status apply_quantization(const engine_config& config, model_config& model);
+
 // Formats problems as the one error users see:
 // "invalid configuration (2 problems):\n  - block_size: ...\n  - port: ...".
 std::string format_config_problems(const std::vector<std::string>& problems);

@@ -62,6 +62,12 @@ void check_model_section(const engine_config& c, const model_config* model,
     out.push_back("dtype: '" + c.dtype + "' is not supported by the cpu backend (float32 only)");
   }
   check_one_of("load_format", c.load_format, {"auto", "dummy"}, out);
+  if (!c.quantization.empty()) {
+    const quant_config none;
+    auto q = resolve_quantization(c.quantization, model != nullptr ? model->quantization : none,
+                                  model == nullptr || c.load_format == "dummy");
+    if (!q) out.push_back(q.error_message());
+  }
   if (!chat_template_is_inline(c.chat_template) && !std::ifstream(c.chat_template)) {
     out.push_back("chat_template: '" + c.chat_template + "' is neither a readable file nor a template");
   }
@@ -242,6 +248,20 @@ std::vector<std::string> validate_config(const engine_config& config,
   check_lora_section(config, out);
   check_server_section(config, out);
   return out;
+}
+
+status apply_quantization(const engine_config& config, model_config& model) {
+  auto q = resolve_quantization(config.quantization, model.quantization, config.load_format == "dummy");
+  if (!q) return std::move(q).take_error();
+  model.quantization = q.value();
+  return {};
+}
+
+result<model_config> load_engine_model(const engine_config& config) {
+  auto model = load_model_config(config.model);
+  if (!model) return model;
+  if (status s = apply_quantization(config, *model); !s.ok()) return std::move(s).take_error();
+  return model;
 }
 
 std::string format_config_problems(const std::vector<std::string>& problems) {

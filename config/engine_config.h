@@ -42,6 +42,11 @@ struct engine_config {
   std::string backend = "auto";      // auto | cpu | cuda
   std::string dtype = "auto";        // auto | float32 | bfloat16 | float16
   std::string load_format = "auto";  // auto | dummy
+  // Quantized weights (vLLM's names; model/quantization.h
+  // resolve_quantization): "" (the checkpoint's quantization_config) |
+  // gptq | gptq_marlin | awq | awq_marlin | fp8. With load_format dummy on
+  // a float config, gptq / awq make 4-bit group-128 dummy weights.
+  std::string quantization;
   int64_t seed = 0;
   std::optional<int64_t> max_model_len;  // default: max_position_embeddings
 

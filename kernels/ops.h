@@ -24,20 +24,52 @@
 
 namespace troupe {
 
+// A GPTQ / AWQ linear's weight kept packed in backend memory (where
+// ops::packs_weights says so), in model/quant_pack.h's layout: row o's
+// 4- or 8-bit codes, a float16 scale and a uint8 zero per group of
+// group_size packed columns, and act-order's input permutation.
+struct packed_parts {
+  int bits = 0;  // 0: the tensor is not packed
+  int64_t group_size = 0;
+  uint32_t* words = nullptr;      // [rows, cols * bits / 32]
+  uint16_t* scales = nullptr;     // float16 [rows, groups]
+  uint8_t* zeros = nullptr;       // [rows, groups]
+  // Act-order: packed column j of a row in part p is input perm[p * cols +
+  // j] (null: j). Products stacked in one weight (q/k/v, gate/up) whose
+  // checkpoints permute their inputs differently are parts: part p holds
+  // rows [part_end[p - 1], part_end[p]) (part_end[-1] = 0); one part: all.
+  const int32_t* perm = nullptr;
+  int parts = 1;
+  int64_t part_end[3] = {};
+  bool mma = false;  // words in quant_pack.h's tensor-core layout
+  int64_t groups(int64_t cols) const { return (cols + group_size - 1) / group_size; }
+  int64_t words_per_row(int64_t cols) const { return cols * bits / 32; }
+};
+
 struct tensor {
   void* data = nullptr;
   dtype type = dtype::f32;
   int64_t rows = 0;
   int64_t cols = 0;
+  // A packed weight (data null): [rows, cols] is the logical weight, of
+  // `type` once dequantized.
+  packed_parts packed{};
 
+  bool is_packed() const { return packed.bits != 0; }
   int64_t numel() const { return rows * cols; }
   float* f32() const { return static_cast<float*>(data); }
   // A view of rows [begin, begin + count).
   tensor row_slice(int64_t begin, int64_t count) const {
     TROUPE_CHECK(begin >= 0 && begin + count <= rows);
     tensor t = *this;
-    t.data = static_cast<char*>(data) + begin * cols * static_cast<int64_t>(dtype_size(type));
     t.rows = count;
+    if (is_packed()) {  // (the act-order parts stay the whole tensor's: loading only)
+      t.packed.words += begin * packed.words_per_row(cols);
+      t.packed.scales += begin * packed.groups(cols);
+      t.packed.zeros += begin * packed.groups(cols);
+      return t;
+    }
+    t.data = static_cast<char*>(data) + begin * cols * static_cast<int64_t>(dtype_size(type));
     return t;
   }
 };
@@ -135,6 +167,15 @@ inline int64_t moe_scratch_bytes(const moe_shape& s, dtype type) {
          ints * 4 + alignment;
 }
 
+// The scratch a backend with packed products reserves (ops::reserve_packed;
+// the memory plan counts it): a weight dequantized to `type` for products
+// of more rows than the packed kernels take, and act-order's permuted
+// inputs for up to packed_kernel_rows rows.
+constexpr int64_t packed_kernel_rows = 256;
+inline int64_t packed_scratch_bytes(int64_t max_elements, int64_t max_cols, dtype type) {
+  return (max_elements + packed_kernel_rows * max_cols) * static_cast<int64_t>(dtype_size(type)) + 256;
+}
+
 // RoPE tables, [max_position, head_dim / 2] each, built on the host by the
 // model (which knows the scaling rule) and uploaded once.
 struct rope_tables {
@@ -163,6 +204,32 @@ class ops {
   // dst[:, col0 .. col0 + cols) = host [dst.rows, cols] (converted).
   virtual void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) = 0;
   virtual void upload_ints(const int32_t* host, int32_t* dst, int64_t n) = 0;
+  // Packed weights (GPTQ / AWQ, model/quant_pack.h): whether this backend
+  // computes products with weights packed as `q` describes in a model of
+  // `type` (cuda: 4 or 8 bits; the cpu backend dequantizes at load and
+  // answers false).
+  virtual bool packs_weights(const quant_config& /*q*/, dtype /*type*/) const { return false; }
+  // Whether 4-bit weights that fit it (model/quant_pack.h
+  // mma_layout_fits) are packed in the tensor-core layout.
+  virtual bool packs_for_tensor_cores() const { return false; }
+  // Copies `bytes` raw bytes from the host into backend memory (a packed
+  // weight's parts), synchronously.
+  virtual void upload_bytes(const void* host, void* dst, size_t bytes) {
+    (void)host, (void)dst, (void)bytes;
+    TROUPE_CHECK_MSG(false, "upload_bytes on a backend without packed weights");
+  }
+  // dst (packed, no perm) = the round-to-nearest quantization
+  // (model/quant_pack.h rtn_quantize) of fill_dummy(key, scale, 0)'s
+  // values of its [rows, cols]: dummy weights of a quantized model.
+  virtual void fill_dummy_packed(const tensor& dst, uint64_t key, float scale) {
+    (void)dst, (void)key, (void)scale;
+    TROUPE_CHECK_MSG(false, "fill_dummy_packed on a backend without packed weights");
+  }
+  // Sizes the packed products' scratch for weights of up to
+  // `max_elements` elements and `max_cols` inputs in a model of `type`
+  // (called once by the model at load, before any forward pass or graph
+  // capture; packed_scratch_bytes says how much).
+  virtual void reserve_packed(int64_t /*max_elements*/, int64_t /*max_cols*/, dtype /*type*/) {}
   virtual void download(const tensor& src, float* host) = 0;  // converts to f32
   // dst = the dummy weights of `key` (model/weights.h fill_dummy_f32),
   // computed where dst lives, converted to dst.type.

@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -82,6 +83,15 @@ void upload_part(ops& backend, const weight_load& load, const std::vector<float>
   }
 }
 
+// The largest packed product's weight elements and inputs on a rank
+// (ops::reserve_packed).
+std::pair<int64_t, int64_t> packed_scratch_shape(const model_config& config, const tp_layout& l) {
+  const int64_t h = config.hidden_size, q_rows = l.q_heads * config.head_dim;
+  const int64_t qkv_rows = q_rows + 2 * l.kv_heads * config.head_dim;
+  const int64_t inter = has_dense_mlp(config) ? l.intermediate : 0;
+  return {std::max({qkv_rows * h, h * q_rows, 2 * inter * h}), std::max({h, q_rows, inter})};
+}
+
 // The MoE kernels' sizes for steps of up to `tokens` tokens on a rank.
 moe_shape moe_shape_of(const model_config& config, const tp_layout& layout, int64_t tokens) {
   return {tokens, config.moe.num_experts, config.moe.top_k, layout.expert_intermediate, config.hidden_size};
@@ -127,6 +137,8 @@ result<std::unique_ptr<llama_model>> llama_model::create(
   }
   std::unique_ptr<llama_model> model(new llama_model(
       config, backend, max_num_tokens, source.compute_type, std::move(layout.value()), parallel));
+  model->packed_ = packs(config, model->layout_, source.cpu_offload_bytes,
+                         backend.packs_weights(config.quantization, source.compute_type));
   if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
   model->allocate_workspace();
   if (model->is_last_stage()) model->allocate_logits_workspace(parallel.max_logits_rows);
@@ -183,13 +195,14 @@ status llama_model::load_weights(const weight_source& source,
     layer_weights& w = layers_[static_cast<size_t>(i - stage_.begin)];
     replicated(layer_name(i, "input_layernorm.weight"), h, w.input_norm);
     replicated(layer_name(i, "post_attention_layernorm.weight"), h, w.post_attention_norm);
-    w.qkv_proj = alloc_weight(q_rows + 2 * kv_rows, h);
+    w.qkv_proj = alloc_linear({q_rows, kv_rows, kv_rows}, h);
     stacked(layer_name(i, "self_attn.q_proj.weight"), {q_all, h}, w.qkv_proj, 0, q_rows, q_runs);
     stacked(layer_name(i, "self_attn.k_proj.weight"), {kv_all, h}, w.qkv_proj, q_rows, kv_rows,
             kv_runs);
     stacked(layer_name(i, "self_attn.v_proj.weight"), {kv_all, h}, w.qkv_proj, q_rows + kv_rows,
             kv_rows, kv_runs);
-    add(layer_name(i, "self_attn.o_proj.weight"), {h, q_all}, h, q_rows, w.o_proj, true, q_runs);
+    w.o_proj = alloc_linear({h}, q_rows);
+    loads.push_back({layer_name(i, "self_attn.o_proj.weight"), {h, q_all}, w.o_proj, true, q_runs});
     if (config_.attention_bias) {
       w.qkv_bias = alloc_weight(q_rows + 2 * kv_rows, 1);
       stacked(layer_name(i, "self_attn.q_proj.bias"), {q_all}, w.qkv_bias, 0, q_rows, q_runs);
@@ -238,19 +251,23 @@ status llama_model::load_weights(const weight_source& source,
       }
       continue;
     }
-    w.gate_up_proj = alloc_weight(2 * l.intermediate, h);
+    w.gate_up_proj = alloc_linear({l.intermediate, l.intermediate}, h);
     stacked(layer_name(i, "mlp.gate_proj.weight"), {inter, h}, w.gate_up_proj, 0, l.intermediate,
             inter_runs);
     stacked(layer_name(i, "mlp.up_proj.weight"), {inter, h}, w.gate_up_proj, l.intermediate,
             l.intermediate, inter_runs);
-    add(layer_name(i, "mlp.down_proj.weight"), {h, inter}, h, l.intermediate, w.down_proj, true,
-        inter_runs);
+    w.down_proj = alloc_linear({h}, l.intermediate);
+    loads.push_back({layer_name(i, "mlp.down_proj.weight"), {h, inter}, w.down_proj, true, inter_runs});
   }
   std::vector<float> host, staging;
+  std::map<const int32_t*, std::vector<std::vector<int32_t>>> perms;  // act-order's parts, by tensor
   const int64_t total = static_cast<int64_t>(loads.size());
   for (int64_t n = 0; n < total; ++n) {
     const weight_load& load = loads[static_cast<size_t>(n)];
-    if (source.ckpt == nullptr) {
+    if (load.dst.is_packed()) {  // one rank (packs()): every part is whole
+      TROUPE_CHECK(load.whole());
+      if (status s = load_packed(source.ckpt, load.name, load.dst, source.dummy_seed, perms); !s.ok()) return s;
+    } else if (source.ckpt == nullptr) {
       fill_dummy_part(ops_, load, source.dummy_seed);
     } else {
       host.resize(static_cast<size_t>(load.rows() * load.cols()));
@@ -260,6 +277,7 @@ status llama_model::load_weights(const weight_source& source,
     if (progress) progress(n + 1, total);
   }
   finish_offload();
+  if (packed_) settle_packed_parts(perms);
   return {};
 }
 
@@ -268,7 +286,7 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
                                                      dtype type, int64_t max_num_tokens,
                                                      int64_t max_position,
                                                      int64_t max_logits_rows,
-                                                     int64_t cpu_offload_bytes) {
+                                                     int64_t cpu_offload_bytes, bool packed) {
   // As load_weights, allocate_workspace, allocate_logits_workspace and
   // build_rope allocate (tensor_parallel_test checks them against the
   // backend's count).
@@ -280,8 +298,7 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   const moe_config& m = config.moe;
   const int64_t element = static_cast<int64_t>(dtype_size(type));
   int64_t weights = first ? vocab_rows : 0;
-  const std::vector<int64_t> layer_bytes = layer_weight_bytes(config, l, layers, type);
-  for (int64_t b : layer_bytes) weights += b / element;
+  const std::vector<int64_t> layer_bytes = layer_weight_bytes(config, l, layers, type, packed);
   if (last) weights += h + (config.tie_word_embeddings && first ? 0 : vocab_rows);
   const int64_t t = max_num_tokens;
   const int64_t activations =
@@ -289,6 +306,7 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
            (m.shared_intermediate > 0 ? 3 * l.shared_intermediate + h + 1 : 0));
   footprint f;
   f.weights = weights * element;
+  for (int64_t b : layer_bytes) f.weights += b;
   // Offloaded layers: in host memory, a staging buffer on the device.
   const offload_plan offload = plan_offload(layer_bytes, cpu_offload_bytes);
   for (size_t i = 0; i < layer_bytes.size(); ++i) {
@@ -300,6 +318,10 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   // The MoE kernels' scratch (ops::reserve_moe: cuda_ops's; the cpu
   // backend reserves none, so its plan is that much over).
   if (m.num_experts > 0) f.workspace += moe_scratch_bytes(moe_shape_of(config, l, t), type);
+  if (packed) {
+    const auto [elements, cols] = packed_scratch_shape(config, l);
+    f.workspace += packed_scratch_bytes(elements, cols, type);
+  }
   if (last && l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
   return f;
 }
@@ -326,6 +348,10 @@ void llama_model::allocate_workspace() {
     ws_.act = ops_.alloc(type_, t, layout_.intermediate);
   }
   ws_.selected = ops_.alloc(type_, t, h);
+  if (packed_) {
+    const auto [elements, cols] = packed_scratch_shape(config_, layout_);
+    ops_.reserve_packed(elements, cols, type_);
+  }
   if (config_.moe.num_experts > 0) {
     ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);
     ops_.reserve_moe(moe_shape_of(config_, layout_, t), type_);

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,16 +96,26 @@ class llama_model {
     int64_t workspace = 0;  // activations, the logits' gather part, the RoPE tables
     int64_t host_weights = 0;  // the offloaded layers' arenas in host memory
   };
+  // `packed`: the dense products' weights packed (packs()).
   static footprint memory_footprint(const model_config& config, const tp_layout& layout,
                                     int stage, int stages, dtype type, int64_t max_num_tokens,
                                     int64_t max_position, int64_t max_logits_rows,
-                                    int64_t cpu_offload_bytes = 0);
+                                    int64_t cpu_offload_bytes = 0, bool packed = false);
+  // Whether a model of `config` on a rank of `layout` keeps its GPTQ / AWQ
+  // weights packed (model/llama_model_packed.cpp): on a backend that packs
+  // them (ops::packs_weights), one tensor-parallel rank, no offload, and
+  // inputs the packed layout takes; otherwise `why` says which is missing
+  // and the weights are dequantized to floats at load.
+  static bool packs(const model_config& config, const tp_layout& layout, int64_t cpu_offload_bytes,
+                    bool backend_packs, std::string* why = nullptr);
+  // Whether this model's dense products read packed weights.
+  bool packed() const { return packed_; }
   // The weight elements of decoder layer `layer` (global index) on a rank
   // of `layout`.
   static int64_t layer_weight_elements(const model_config& config, const tp_layout& layout, int64_t layer);
   // The bytes of each of `layers`' weights on a rank of `layout`.
   static std::vector<int64_t> layer_weight_bytes(const model_config& config, const tp_layout& layout,
-                                                 const stage_layers& layers, dtype type);
+                                                 const stage_layers& layers, dtype type, bool packed = false);
   // Which of this stage's layers are offloaded (cpu_offload_bytes).
   const offload_plan& offload() const { return offload_; }
 
@@ -195,6 +206,20 @@ class llama_model {
   void begin_layer(size_t layer);
   tensor alloc_weight(int64_t rows, int64_t cols);
   void finish_offload();
+  // Packed weights (model/llama_model_packed.cpp): a dense product's
+  // weight, packed when packed_; the bytes packing adds to layer `layer`
+  // (negative: saves); a packed load from the checkpoint (or dummy codes
+  // when ckpt is null), act-order permutations by tensor in `perms`.
+  // A product of stacked parts (q/k/v: their rows) has an act-order
+  // permutation per part, loaded in part order; settle_packed_parts makes
+  // those whose parts agree one part.
+  using packed_perms = std::map<const int32_t*, std::vector<std::vector<int32_t>>>;
+  tensor alloc_linear(const std::vector<int64_t>& part_rows, int64_t cols);
+  static int64_t packed_linear_bytes(const model_config& config, const tp_layout& layout, int64_t layer,
+                                     dtype type);
+  status load_packed(const checkpoint* ckpt, const std::string& name, const tensor& dst, int64_t seed,
+                     packed_perms& perms);
+  void settle_packed_parts(const packed_perms& perms);
   const layer_weights& weights_for_run(size_t layer);
   // Sums x across the tensor-parallel ranks (nothing with one rank).
   void all_reduce(const tensor& x);
@@ -213,6 +238,7 @@ class llama_model {
   tensor logits_part_;  // [max_logits_rows, layout_.vocab]: this rank's columns, to gather
   int64_t max_num_tokens_;
   dtype type_;
+  bool packed_ = false;
   tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<layer_weights> layers_;
   offload_plan offload_;

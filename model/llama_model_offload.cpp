@@ -27,10 +27,11 @@ int64_t llama_model::layer_weight_elements(const model_config& config, const tp_
 }
 
 std::vector<int64_t> llama_model::layer_weight_bytes(const model_config& config, const tp_layout& layout,
-                                                    const stage_layers& layers, dtype type) {
+                                                    const stage_layers& layers, dtype type, bool packed) {
   std::vector<int64_t> bytes;
   for (int64_t i = layers.begin; i < layers.end; ++i) {
-    bytes.push_back(layer_weight_elements(config, layout, i) * static_cast<int64_t>(dtype_size(type)));
+    bytes.push_back(layer_weight_elements(config, layout, i) * static_cast<int64_t>(dtype_size(type)) +
+                    (packed ? packed_linear_bytes(config, layout, i, type) : 0));
   }
   return bytes;
 }

@@ -112,6 +112,36 @@ result<quant_config> parse_quant_config(const std::string& json_text, const std:
   return read_quant_config(o, source, default_method);
 }
 
+result<quant_config> resolve_quantization(const std::string& requested, const quant_config& checkpoint,
+                                          bool dummy) {
+  using m = quant_config::method;
+  if (requested.empty()) return checkpoint;
+  const std::string has = checkpoint.kind == m::none
+                              ? std::string("config.json has no quantization_config (a float checkpoint)")
+                              : std::string("config.json's quantization_config is ") + quant_method_name(checkpoint.kind);
+  const std::string key = "quantization: '" + requested + "'";
+  if (requested == "gptq" || requested == "gptq_marlin" || requested == "awq" || requested == "awq_marlin") {
+    const m want = requested.rfind("gptq", 0) == 0 ? m::gptq : m::awq;
+    if (checkpoint.kind == want) return checkpoint;
+    if (checkpoint.kind == m::none && dummy) {
+      quant_config q;  // 4-bit, groups of 128 (GPTQ v1, symmetric; AWQ gemm)
+      q.kind = want;
+      q.bits = 4;
+      q.group_size = 128;
+      return q;
+    }
+    return make_error(key + " needs " + std::string(want == m::gptq ? "a GPTQ" : "an AWQ") + " checkpoint, and " + has +
+                      (checkpoint.kind == m::none ? " (load_format: dummy makes quantized dummy weights)" : ""));
+  }
+  if (requested == "fp8") {
+    if (checkpoint.kind == m::fp8) return checkpoint;
+    return make_error(key + ": " + has + "; quantizing a float checkpoint to FP8 at load is not built yet "
+                      "(block-FP8 checkpoints, quant_method fp8, are read)");
+  }
+  return make_error(key + " is not supported (gptq, gptq_marlin, awq, awq_marlin, fp8, or leave it unset for the "
+                    "checkpoint's own)");
+}
+
 float e4m3_to_f32(uint8_t v) {
   const int sign = v >> 7, exp = (v >> 3) & 0xF, mant = v & 0x7;
   float x;

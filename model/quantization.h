@@ -54,6 +54,18 @@ const char* quant_method_name(quant_config::method m);
 result<quant_config> parse_quant_config(const std::string& json_text, const std::string& source,
                                         const std::string& default_method = "");
 
+// The quantization a model runs with, from the `quantization` config key
+// (vLLM's names) and the checkpoint's quantization_config: "" keeps the
+// checkpoint's; gptq / gptq_marlin and awq / awq_marlin (troupe has one
+// family of packed kernels for each: the names choose nothing more) need
+// a checkpoint of that method, or `dummy` weights on a float config, which
+// then become 4-bit, group-128 GPTQ (symmetric) or AWQ dummy weights;
+// fp8 needs a block-FP8 checkpoint (quantizing a float checkpoint to FP8 at
+// load is not built yet). Errors name the key, the value and what would
+// work.
+result<quant_config> resolve_quantization(const std::string& requested, const quant_config& checkpoint,
+                                          bool dummy);
+
 float e4m3_to_f32(uint8_t v);
 
 // W [out, in] row-major from the packed tensors (shapes as above, checked

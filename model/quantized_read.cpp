@@ -28,7 +28,8 @@ std::vector<float> floats_of(const tensor_info& t) {
 
 }  // namespace
 
-status checkpoint::read_packed(const std::string& prefix, int64_t out, int64_t in, float* w) const {
+result<checkpoint::packed_tensors> checkpoint::read_packed_tensors(const std::string& prefix, int64_t out,
+                                                                 int64_t in) const {
   const quant_config& q = quant_;
   const bool gptq = q.kind == quant_config::method::gptq;
   const std::string format = gptq ? "GPTQ " + text(q.bits) + "-bit" : std::string("AWQ 4-bit");
@@ -49,32 +50,59 @@ status checkpoint::read_packed(const std::string& prefix, int64_t out, int64_t i
   if (!qzeros) return make_error(qzeros.error_message() + what);
   auto scales_t = expect(prefix + ".scales", {groups, out}, stored_type::f32);
   if (!scales_t) return make_error(scales_t.error_message() + what);
-  const std::vector<float> scales = floats_of(**scales_t);
-  const std::vector<int32_t> qw = words_of(**qweight), qz = words_of(**qzeros);
-  if (!gptq) {
-    awq_dequantize(qw.data(), qz.data(), scales.data(), in, out, q.group_size, w);
-    return {};
-  }
-  std::vector<int32_t> g_idx(static_cast<size_t>(in));
+  packed_tensors t;
+  t.scales = floats_of(**scales_t);
+  t.qweight = words_of(**qweight);
+  t.qzeros = words_of(**qzeros);
+  if (!gptq) return t;
   if (find(prefix + ".g_idx") != nullptr) {
     auto g = expect(prefix + ".g_idx", {in}, stored_type::i32);
     if (!g) return std::move(g).take_error();
-    g_idx = words_of(**g);
+    t.g_idx = words_of(**g);
     for (int64_t i = 0; i < in; ++i) {
-      if (g_idx[static_cast<size_t>(i)] < 0 || g_idx[static_cast<size_t>(i)] >= groups) {
+      if (t.g_idx[static_cast<size_t>(i)] < 0 || t.g_idx[static_cast<size_t>(i)] >= groups) {
         return make_error("tensor '" + prefix + ".g_idx' in " + (*g)->file + ": input " + text(i) + " is in group " +
-                          text(g_idx[static_cast<size_t>(i)]) + ", outside [0, " + text(groups) + ")");
+                          text(t.g_idx[static_cast<size_t>(i)]) + ", outside [0, " + text(groups) + ")");
       }
     }
   } else if (q.desc_act) {  // act-order's groups are permuted: only g_idx says where
     return make_error("missing tensor '" + prefix + ".g_idx' (looked in " + file_list_ + "), which act-order "
                       "(desc_act) GPTQ needs");
   } else {
-    for (int64_t i = 0; i < in; ++i) g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / group);
+    t.g_idx.resize(static_cast<size_t>(in));
+    for (int64_t i = 0; i < in; ++i) t.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(i / group);
   }
-  gptq_dequantize(qw.data(), qz.data(), scales.data(), g_idx.data(), in, out, q.bits,
+  return t;
+}
+
+status checkpoint::read_packed(const std::string& prefix, int64_t out, int64_t in, float* w) const {
+  auto t = read_packed_tensors(prefix, out, in);
+  if (!t) return std::move(t).take_error();
+  const quant_config& q = quant_;
+  if (q.kind == quant_config::method::awq) {
+    awq_dequantize(t->qweight.data(), t->qzeros.data(), t->scales.data(), in, out, q.group_size, w);
+    return {};
+  }
+  gptq_dequantize(t->qweight.data(), t->qzeros.data(), t->scales.data(), t->g_idx.data(), in, out, q.bits,
                   q.zeros_minus_one, w);
   return {};
+}
+
+result<packed_linear> checkpoint::read_packed_linear(const std::string& name, int64_t out, int64_t in) const {
+  const std::string suffix = ".weight";
+  const std::string prefix =
+      name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
+          ? name.substr(0, name.size() - suffix.size())
+          : name;
+  if (std::string why; !packable(quant_, out, in, &why)) return make_error("'" + prefix + "': not packable: " + why);
+  auto t = read_packed_tensors(prefix, out, in);
+  if (!t) return std::move(t).take_error();
+  const quant_config& q = quant_;
+  if (q.kind == quant_config::method::awq) {
+    return pack_awq(t->qweight.data(), t->qzeros.data(), t->scales.data(), in, out, q.group_size);
+  }
+  return pack_gptq(t->qweight.data(), t->qzeros.data(), t->scales.data(), t->g_idx.data(), in, out, q.bits,
+                   q.group_size, q.zeros_minus_one, prefix);
 }
 
 status checkpoint::read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const {

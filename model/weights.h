@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/quant_pack.h"
 #include "model/quantization.h"
 
 namespace troupe {
@@ -89,7 +90,18 @@ class checkpoint {
   // The model's quantization_config (model_config::quantization).
   void set_quantization(const quant_config& q) { quant_ = q; }
 
+  // A GPTQ / AWQ linear `name` ("P.weight", or its prefix "P") of [out,
+  // in] in the packed layout (model/quant_pack.h), its tensors checked as
+  // read_f32 checks them. REQUIRES: a GPTQ or AWQ quantization set.
+  result<packed_linear> read_packed_linear(const std::string& name, int64_t out, int64_t in) const;
+
  private:
+  // A GPTQ / AWQ linear's tensors, checked (g_idx filled in for GPTQ).
+  struct packed_tensors {
+    std::vector<int32_t> qweight, qzeros, g_idx;
+    std::vector<float> scales;
+  };
+  result<packed_tensors> read_packed_tensors(const std::string& prefix, int64_t out, int64_t in) const;
   // model/quantized_read.cpp: the packed forms of read_f32.
   status read_packed(const std::string& prefix, int64_t out, int64_t in, float* w) const;
   status read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const;

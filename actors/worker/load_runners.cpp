@@ -20,6 +20,12 @@ namespace troupe {
 
 namespace {
 
+// cuda_ops::packs_weights without a device (the dry run's plan): GPTQ and
+// AWQ checkpoints (every bit width their configs accept).
+bool cuda_packs_weights(const quant_config& q) {
+  return q.kind == quant_config::method::gptq || q.kind == quant_config::method::awq;
+}
+
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
 // What a rank has loaded before its runner is made.
@@ -309,6 +315,19 @@ status load_rank(const engine_config& config, const model_config& model,
   log->info("{}weights {} in {:.2f} s ({})", who, ckpt ? "loaded" : "generated (dummy)",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
+  if (const quant_config& q = model.quantization;
+      lead && (q.kind == quant_config::method::gptq || q.kind == quant_config::method::awq)) {
+    std::string why;
+    llama_model::packs(model, out.model->layout(), config.cpu_offload_bytes(),
+                       out.backend->packs_weights(q, source.compute_type), &why);
+    if (out.model->packed()) {
+      log->info("{}{} {}-bit weights packed (group size {}{}): the dense products read the codes", who,
+                quant_method_name(q.kind), q.bits, q.group_size, q.desc_act ? ", act-order" : "");
+    } else {
+      log->info("{}{} {}-bit weights dequantized to {} at load: {}", who, quant_method_name(q.kind), q.bits,
+                dtype_name(source.compute_type), why);
+    }
+  }
   if (const offload_plan& o = out.model->offload(); o.num_offloaded > 0) {
     const stage_layers& st = out.model->stage();
     log->info("{}cpu_offload_gb: {} of {} layers in host memory (layers {}..{}, {:.3f} GiB), copied as "
@@ -477,7 +496,8 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
     e.layers = pipeline_stage_layers(model.num_hidden_layers, stages, stage);
     const llama_model::footprint f = llama_model::memory_footprint(
         model, *layout, stage, stages, type, limits->max_num_batched_tokens,
-        limits->max_model_len, model_runner::logits_chunk_rows, config.cpu_offload_bytes());
+        limits->max_model_len, model_runner::logits_chunk_rows, config.cpu_offload_bytes(),
+        llama_model::packs(model, *layout, config.cpu_offload_bytes(), cuda_packs_weights(model.quantization)));
     e.layout = std::move(layout.value());
     e.weights = f.weights;
     e.host_weights = f.host_weights;

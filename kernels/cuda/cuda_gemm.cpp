@@ -93,6 +93,7 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
                           const rope_heads* rope) {
   impl& m = *impl_;
   TROUPE_CHECK(!(gated && rope != nullptr));
+  TROUPE_CHECK_MSG(!w.is_packed(), "gemm_choice: a packed weight (packed_linear computes it)");
   if (m.gemv_mode == impl::gemv_off || w.type == dtype::f32 ||
       (out.type != w.type && out.type != dtype::f32) ||
       (gated && (!m.glu_on || out.type != w.type))) {

@@ -33,7 +33,7 @@ void cuda_ops::linear_lora(const tensor& x, const tensor& w, const tensor* bias,
   // is written, read and written once instead of also read and written
   // again by a separate expand.
   static const bool first = cuda::env_switch("TROUPE_LORA_DELTA_FIRST");
-  if (first && lora_runs_dense(x.rows, lora.stacks[0]) && gemm_choice(x, w, out) < 0) {
+  if (first && !w.is_packed() && lora_runs_dense(x.rows, lora.stacks[0]) && gemm_choice(x, w, out) < 0) {
     lora_apply(x, lora.stacks, lora.count, lora.batch, lora.scratch, out, 0, /*accumulate=*/false);
     {
       op_scope scope(*impl_, "linear (onto the LoRA deltas)", x, w, w.rows);

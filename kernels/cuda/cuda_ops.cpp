@@ -461,8 +461,12 @@ void cuda_ops::linear(const tensor& x, const tensor& w, const tensor* bias, cons
   TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows);
   TROUPE_CHECK(x.type == w.type);
   if (x.rows == 0) return;
-  op_scope scope(*impl_, "linear", x, w, w.rows);
-  gemm(x, w, out);
+  if (w.is_packed()) {
+    packed_linear(x, w, out);
+  } else {
+    op_scope scope(*impl_, "linear", x, w, w.rows);
+    gemm(x, w, out);
+  }
   if (bias != nullptr) {
     TROUPE_CHECK(bias->type == out.type);
     cuda::add_bias(element_of(out.type), out.data, bias->data, x.rows, out.cols, impl_->stream);
@@ -521,6 +525,7 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
   // when TROUPE_ROPE_FUSION is off.
   const rope_heads heads{num_heads, num_kv_heads, head_dim};
   const int choice = impl_->rope_fusion_on && lora == nullptr && q_norm == nullptr && k_norm == nullptr &&
+                             !w.is_packed() &&
                              x.rows > 0 && qkv.type == w.type &&
                              cuda::gemv_rope_supported(element_of(w.type), x.rows, x.cols,
                                                        head_dim, x.data, w.data)
@@ -601,8 +606,9 @@ void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate
   TROUPE_CHECK(x.cols == w.cols && w.rows % 2 == 0 && out.cols == w.rows / 2 &&
                out.rows >= x.rows && out.type == w.type && x.type == w.type);
   if (x.rows == 0) return;
-  // With LoRA deltas: the product with them, then SiLU-and-mul.
-  const int choice = lora != nullptr ? -1 : gemm_choice(x, w, out, /*gated=*/true);
+  // With LoRA deltas or a packed weight: the product (with the deltas),
+  // then SiLU-and-mul.
+  const int choice = lora != nullptr || w.is_packed() ? -1 : gemm_choice(x, w, out, /*gated=*/true);
   if (choice < 0) {
     const tensor rows_out{gate_up.data, gate_up.type, x.rows, gate_up.cols};
     if (lora != nullptr) {

@@ -63,6 +63,11 @@ class cuda_ops final : public ops {
   void upload(const float* host, const tensor& dst) override;
   void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) override;
   void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
+  bool packs_weights(const quant_config& q, dtype type) const override;
+  bool packs_for_tensor_cores() const override;
+  void upload_bytes(const void* host, void* dst, size_t bytes) override;
+  void fill_dummy_packed(const tensor& dst, uint64_t key, float scale) override;
+  void reserve_packed(int64_t max_elements, int64_t max_cols, dtype type) override;
   void download(const tensor& src, float* host) override;
   void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) override;
   void synchronize() override;
@@ -162,6 +167,13 @@ class cuda_ops final : public ops {
   // (gemv_qkv_rope_cache), timed as that.
   int gemm_choice(const tensor& x, const tensor& w, const tensor& out, bool gated = false,
                   const rope_heads* rope = nullptr);
+  // A product with a packed weight (kernels/cuda/cuda_quant.cpp): the
+  // tensor-core kernel (up to cuda::packed_mma_rows rows) or the GEMV
+  // (row layout, up to cuda::packed_gemv_rows) for bf16/f16 (act-order: x
+  // permuted first, part by part), else the weight dequantized into the
+  // scratch and a cuBLAS product; batch invariance: the kernels in
+  // launches of up to their rows.
+  void packed_linear(const tensor& x, const tensor& w, const tensor& out);
   // Batch invariance: a product of more than gemv_max_rows rows that runs
   // as launches of gemv_max_rows rows each.
   bool runs_in_row_chunks(const tensor& x, const tensor& w) const;

@@ -113,6 +113,24 @@ struct cuda_ops::impl {
     void* data = nullptr;
   };
   moe_scratch moe;
+  // Packed products' scratch (reserve_packed; one buffer in
+  // device_buffers): a dequantized weight of up to packed_elements
+  // elements, then act-order's permuted x for up to packed_kernel_rows
+  // rows of packed_cols columns.
+  struct packed_scratch {
+    int64_t elements = 0, cols = 0;
+    dtype type = dtype::f32;
+    void* weight = nullptr;
+    void* x = nullptr;
+  };
+  packed_scratch packed;
+  // TROUPE_PACKED_KERNEL_ROWS (comparisons): products of more rows than
+  // this run dequantized through cuBLAS (unset: as many as the packed
+  // kernels take; 0: always).
+  int64_t packed_kernel_rows = [] {
+    const char* v = std::getenv("TROUPE_PACKED_KERNEL_ROWS");
+    return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : int64_t{1} << 40;
+  }();
   int64_t moe_gemv_slots = [] {
     const char* v = std::getenv("TROUPE_MOE_GEMV_SLOTS");
     return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : int64_t{-1};

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
 namespace troupe::cuda {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -61,6 +63,49 @@ __device__ __forceinline__ vec16<T> load16(const T* p) {
 template <class T>
 __device__ __forceinline__ void store16(T* p, const vec16<T>& x) {
   *reinterpret_cast<vec16<T>*>(p) = x;
+}
+
+// A float16 held as its bits.
+__device__ __forceinline__ float half_bits_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// 8 bf16/f16 elements of 16 bytes as floats.
+template <class T>
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]);
+template <>
+__device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+template <>
+__device__ __forceinline__ void unpack8<__half>(const uint4& u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+    f[2 * i] = p.x;
+    f[2 * i + 1] = p.y;
+  }
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Element i of the dummy weights of `key` (model/weights.h
+// fill_dummy_f32), as float32 before any offset: the host's formula with
+// every float operation rounded on its own (no contraction into FMAs), so
+// the values match bit for bit.
+__device__ __forceinline__ float dummy_value(uint64_t key, int64_t i, float scale) {
+  const uint64_t bits = splitmix64(key + uint64_t(i) * 0xD1B54A32D192ED03ull);
+  const float u = __fdiv_rn(float(bits >> 40), float((1u << 24) - 1));
+  return __fmul_rn(__fsub_rn(__fmul_rn(2.0f, u), 1.0f), scale);
 }
 
 }  // namespace troupe::cuda

@@ -49,6 +49,36 @@ TEST(dry_run, llama_70b_per_rank_memory_for_t_2_4_8) {
   }
 }
 
+// Llama-3.1-70B GPTQ 4-bit (group 128, examples/models): the dense
+// products' weights packed (half a byte a weight, a float16 scale and a
+// byte zero a group of 128), the embedding, LM head and norms in float16:
+// fits one 80 GiB GPU, where the float16 model (131.42 GiB) does not.
+TEST(dry_run, llama_70b_gptq_packs_onto_one_gpu) {
+  const run_result r = run_troupe({"serve", "--model", model_70b() + "-gptq-int4", "--max-model-len", "8192",
+                                   "--dry-run", "--gpu-memory-gib", "80"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // One layer's products: q/k/v 10240 x 8192, o 8192 x 8192, gate/up
+  // 57344 x 8192, down 8192 x 28672 (rows x inputs).
+  const int64_t rows[4] = {10240, 8192, 57344, 8192}, cols[4] = {8192, 8192, 8192, 28672};
+  int64_t layer = 2 * 8192 * 2;  // the two norms
+  for (int i = 0; i < 4; ++i) layer += rows[i] * cols[i] / 2 + rows[i] * (cols[i] / 128) * 3;
+  const int64_t weights = 80 * layer + 2 * (2 * 128256LL * 8192 + 8192);
+  const std::string line = "weights " + gib(weights) + " GiB";
+  EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find("fits\n"), std::string::npos) << r.out;
+  // The float config with --quantization gptq and dummy weights: the same
+  // 4-bit group-128 weights (bfloat16 embeddings and LM head, as float16's
+  // take the same bytes).
+  const run_result q = run_troupe({"serve", "--model", model_70b(), "--quantization", "gptq", "--load-format",
+                                   "dummy", "--max-model-len", "8192", "--dry-run", "--gpu-memory-gib", "80"});
+  ASSERT_EQ(q.exit_code, 0) << q.out << q.err;
+  EXPECT_NE(q.out.find(line), std::string::npos) << line << "\n" << q.out;
+  // Without dummy weights a float checkpoint has nothing to pack.
+  const run_result bad = run_troupe({"serve", "--model", model_70b(), "--quantization", "gptq", "--dry-run"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("quantization: 'gptq' needs a GPTQ checkpoint"), std::string::npos) << bad.err;
+}
+
 // Pipeline stages: 80 layers in two stages of 40, each stage's ranks
 // holding its layers' weights and KV; the embedding on the first, the
 // final norm and LM head on the last.

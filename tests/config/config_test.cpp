@@ -23,30 +23,31 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 54u);
+  ASSERT_EQ(keys.size(), 55u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
-  EXPECT_EQ(keys[8], "max_model_len");
-  EXPECT_EQ(keys[11], "cpu_offload_gb");
-  EXPECT_EQ(keys[20], "kv_admission");
-  EXPECT_EQ(keys[21], "max_num_seqs_per_request");
-  EXPECT_EQ(keys[24], "max_waiting_tokens");
-  EXPECT_EQ(keys[26], "async_scheduling");
-  EXPECT_EQ(keys[27], "batch_invariant");
-  EXPECT_EQ(keys[28], "tensor_parallel_size");
-  EXPECT_EQ(keys[29], "pipeline_parallel_size");
-  EXPECT_EQ(keys[30], "distributed_host");
-  EXPECT_EQ(keys[32], "distributed_timeout");
-  EXPECT_EQ(keys[33], "speculative_config");
-  EXPECT_EQ(keys[34], "enable_lora");
-  EXPECT_EQ(keys[38], "max_cpu_loras");
-  EXPECT_EQ(keys[39], "allow_runtime_lora_updating");
-  EXPECT_EQ(keys[40], "lora_allowed_dirs");
-  EXPECT_EQ(keys[41], "structured_outputs_disable_any_whitespace");
-  EXPECT_EQ(keys[42], "chat_template");
-  EXPECT_EQ(keys[43], "tool_call_parser");
-  EXPECT_EQ(keys[44], "enable_auto_tool_choice");
-  EXPECT_EQ(keys[45], "host");
+  EXPECT_EQ(keys[7], "quantization");
+  EXPECT_EQ(keys[9], "max_model_len");
+  EXPECT_EQ(keys[12], "cpu_offload_gb");
+  EXPECT_EQ(keys[21], "kv_admission");
+  EXPECT_EQ(keys[22], "max_num_seqs_per_request");
+  EXPECT_EQ(keys[25], "max_waiting_tokens");
+  EXPECT_EQ(keys[27], "async_scheduling");
+  EXPECT_EQ(keys[28], "batch_invariant");
+  EXPECT_EQ(keys[29], "tensor_parallel_size");
+  EXPECT_EQ(keys[30], "pipeline_parallel_size");
+  EXPECT_EQ(keys[31], "distributed_host");
+  EXPECT_EQ(keys[33], "distributed_timeout");
+  EXPECT_EQ(keys[34], "speculative_config");
+  EXPECT_EQ(keys[35], "enable_lora");
+  EXPECT_EQ(keys[39], "max_cpu_loras");
+  EXPECT_EQ(keys[40], "allow_runtime_lora_updating");
+  EXPECT_EQ(keys[41], "lora_allowed_dirs");
+  EXPECT_EQ(keys[42], "structured_outputs_disable_any_whitespace");
+  EXPECT_EQ(keys[43], "chat_template");
+  EXPECT_EQ(keys[44], "tool_call_parser");
+  EXPECT_EQ(keys[45], "enable_auto_tool_choice");
+  EXPECT_EQ(keys[46], "host");
   EXPECT_EQ(keys.back(), "log_level");
 }
 
@@ -520,6 +521,49 @@ TEST(validate_config, scheduler_section) {
   EXPECT_EQ(problems_with([](auto& c) { c.kv_admission = "chunk"; }), problems{});
   EXPECT_EQ(problems_with([](auto& c) { c.kv_admission = "greedy"; }),
             problems{"kv_admission: 'greedy' is not one of reserve, chunk"});
+}
+
+// `quantization` (vLLM's names) against the checkpoint's
+// quantization_config: the same method, or dummy weights on a float
+// config (4-bit, groups of 128); anything else names what would work.
+TEST(validate_config, quantization_matches_the_checkpoint) {
+  const model_config m = tiny_model();  // a float config
+  model_config gptq = m;
+  gptq.quantization.kind = quant_config::method::gptq;
+  gptq.quantization.bits = 8;
+  gptq.quantization.group_size = 64;
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "gptq"; }, &gptq), problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "gptq_marlin"; }, &gptq), problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "awq"; }, &gptq),
+            problems{"quantization: 'awq' needs an AWQ checkpoint, and config.json's quantization_config is gptq"});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "gptq"; }, &m),
+            problems{"quantization: 'gptq' needs a GPTQ checkpoint, and config.json has no quantization_config "
+                     "(a float checkpoint) (load_format: dummy makes quantized dummy weights)"});
+  EXPECT_EQ(problems_with([](auto& c) {
+              c.quantization = "awq_marlin";
+              c.load_format = "dummy";
+            }, &m),
+            problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "fp8"; }, &m),
+            problems{"quantization: 'fp8': config.json has no quantization_config (a float checkpoint); quantizing "
+                     "a float checkpoint to FP8 at load is not built yet (block-FP8 checkpoints, quant_method fp8, "
+                     "are read)"});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "int4"; }),
+            problems{"quantization: 'int4' is not supported (gptq, gptq_marlin, awq, awq_marlin, fp8, or leave it "
+                     "unset for the checkpoint's own)"});
+  // What the engine runs: the checkpoint's own, or the dummy's 4-bit g128.
+  engine_config c;
+  c.quantization = "gptq";
+  c.load_format = "dummy";
+  model_config dummy = m;
+  ASSERT_TRUE(apply_quantization(c, dummy).ok());
+  EXPECT_EQ(dummy.quantization.kind, quant_config::method::gptq);
+  EXPECT_EQ(dummy.quantization.bits, 4);
+  EXPECT_EQ(dummy.quantization.group_size, 128);
+  model_config own = gptq;
+  ASSERT_TRUE(apply_quantization(c, own).ok());
+  EXPECT_EQ(own.quantization.bits, 8);
+  EXPECT_EQ(own.quantization.group_size, 64);
 }
 
 TEST(validate_config, execution_and_lora_sections) {

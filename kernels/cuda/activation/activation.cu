@@ -101,23 +101,11 @@ __global__ void add_bias_kernel(T* out, const T* bias, int64_t cols) {
   }
 }
 
-__device__ uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// The host's formula with every float operation rounded on its own (no
-// contraction into FMAs), so the values match bit for bit.
 template <class T>
 __global__ void fill_dummy_kernel(T* out, int64_t n, uint64_t key, float scale, float offset) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const uint64_t bits = splitmix64(key + uint64_t(i) * 0xD1B54A32D192ED03ull);
-    const float u = __fdiv_rn(float(bits >> 40), float((1u << 24) - 1));
-    const float v = __fmul_rn(__fsub_rn(__fmul_rn(2.0f, u), 1.0f), scale);
-    out[i] = from_float<T>(__fadd_rn(v, offset));
+    out[i] = from_float<T>(__fadd_rn(dummy_value(key, i, scale), offset));
   }
 }
 

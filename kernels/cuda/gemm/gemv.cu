@@ -13,29 +13,6 @@ namespace {
 // A block's warps: 4, or one group of SPLIT warps when SPLIT is larger.
 __host__ __device__ constexpr int block_warps(int split) { return split > 4 ? split : 4; }
 
-// 8 elements of 16 bytes as floats.
-template <class T>
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]);
-template <>
-__device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& u, float (&f)[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-template <>
-__device__ __forceinline__ void unpack8<__half>(const uint4& u, float (&f)[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-
 template <class OutT>
 __device__ __forceinline__ OutT store_as(float v) {
   return from_float<OutT>(v);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# On the GPU host: issue 24's packed-weight figures (docs/quantization.md).
+# Dummy Llama-3.1-8B in bfloat16 against the same model as GPTQ 4-bit
+# group 128 (examples/models/llama-3.1-8b-gptq-int4: dummy codes are the
+# round-to-nearest quantization of the bf16 dummy weights), both with
+# `--dtype bfloat16 --max-model-len 4096`, one after the other in one run:
+#   - `bench latency` at batch 1, 16 and 128 (128 in / 128 out): decode
+#     ms a token; batch 1 again with the row layout's GEMV
+#     (TROUPE_PACKED_LAYOUT=rows), 16 with the weights dequantized for
+#     cuBLAS (TROUPE_PACKED_KERNEL_ROWS=0);
+#   - `bench latency` prefill of 8 x 1024 (output 2);
+#   - per-op device times of a batch-1 step (TROUPE_PROFILE_OPS=1, eager);
+#   - PARTS="70b": dummy Llama-3.1-70B GPTQ 4-bit on one GPU, its memory
+#     plan and batch-1 latency.
+# Every log goes to OUT_DIR; a summary is printed.
+#   scripts/device-bundle.sh            # here, after building
+#   (carry build-device.tar.xz) scripts/gpu-quant-bench.sh [OUT_DIR]   # there
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+out=${1:-/tmp/gpu-quant-bench}
+mkdir -p "$out"
+source scripts/device-env.sh
+bin=build-device/bin/troupe
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+common=(--load-format dummy --dtype bfloat16 --max-model-len 4096 --log-level info)
+parts=${PARTS:-"8b"}
+
+latency() {  # LABEL MODEL BATCH INPUT OUTPUT
+  local log=$out/$1.log
+  "$bin" bench latency --model "$2" "${common[@]}" --batch-size "$3" --input-len "$4" --output-len "$5" \
+    --num-iters-warmup 2 --num-iters 4 >"$log" 2>&1
+  echo "$1: $(grep -E '^Avg (prefill time|decode time per output token)' "$log" | tr '\n' ' ')" \
+       "$(grep -m1 -o 'weights packed.*\|dequantized to.*' "$log")"
+}
+
+if [[ $parts == *8b* ]]; then
+  for b in 1 16 128; do
+    latency "bf16.b$b" examples/models/llama-3.1-8b "$b" 128 128
+    latency "gptq4.b$b" examples/models/llama-3.1-8b-gptq-int4 "$b" 128 128
+  done
+  # The row layout's GEMV against the tensor-core kernel at batch 1; the
+  # weight dequantized for cuBLAS against the packed kernel at 16 (and
+  # what 128 runs anyway).
+  TROUPE_PACKED_LAYOUT=rows latency gptq4-rows.b1 examples/models/llama-3.1-8b-gptq-int4 1 128 128
+  # The float config with --quantization gptq: the same dummy GPTQ model.
+  saved=("${common[@]}")
+  common+=(--quantization gptq)
+  latency gptq4-flag.b1 examples/models/llama-3.1-8b 1 128 128
+  common=("${saved[@]}")
+  TROUPE_PACKED_KERNEL_ROWS=0 latency gptq4-dequantized.b16 examples/models/llama-3.1-8b-gptq-int4 16 128 128
+  latency bf16.prefill8x1024 examples/models/llama-3.1-8b 8 1024 2
+  latency gptq4.prefill8x1024 examples/models/llama-3.1-8b-gptq-int4 8 1024 2
+  grep -m1 -o 'memory plan:.*' "$out/gptq4.b1.log"
+  # Where a batch-1 step's time goes (eager, per op).
+  for m in llama-3.1-8b llama-3.1-8b-gptq-int4; do
+    TROUPE_PROFILE_OPS=1 "$bin" bench latency --model "examples/models/$m" "${common[@]}" --enforce-eager \
+      --batch-size 1 --input-len 128 --output-len 32 --num-iters-warmup 1 --num-iters 2 >"$out/profile-$m.log" 2>&1
+    echo "profile ($m, batch 1, eager):"
+    grep -E "1x[0-9]+ -> |attention \(decode|rms_norm|silu|qkv_rope|gather" "$out/profile-$m.log" | head -11
+  done
+fi
+if [[ $parts == *70b* ]]; then
+  latency gptq4-70b.b1 examples/models/llama-3.1-70b-gptq-int4 1 128 128
+  grep -m1 -o 'memory plan:.*' "$out/gptq4-70b.b1.log"
+fi
