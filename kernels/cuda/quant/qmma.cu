@@ -41,29 +41,23 @@ __device__ __forceinline__ constexpr uint32_t code_bias_pair() {
   return std::is_same_v<T, __nv_bfloat16> ? 0x43004300u : 0x64006400u;
 }
 
-// (bias + zero) as a T pair: the zero in the low mantissa bits of the
-// bias, as the codes are.
+// The bias as a float, and a T pair of ones (the fragment that sums x).
 template <class T>
-__device__ __forceinline__ uint32_t zero_pair(uint32_t zero) {
-  return (code_bias_pair<T>() & 0xffffu | zero) * 0x10001u;
+__device__ __forceinline__ constexpr float code_bias() {
+  return std::is_same_v<T, __nv_bfloat16> ? 128.0f : 1024.0f;
+}
+template <class T>
+__device__ __forceinline__ constexpr uint32_t code_one_pair() {
+  return std::is_same_v<T, __nv_bfloat16> ? 0x3f803f80u : 0x3c003c00u;
 }
 
-template <class T>
-__device__ __forceinline__ uint32_t sub_pair(uint32_t a, uint32_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 r =
-        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  } else {
-    const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
-    return *reinterpret_cast<const uint32_t*>(&r);
-  }
-}
-
-template <class T, int NT>
-__global__ void __launch_bounds__(mma_max_warps * 32, 3)
+// SUB: chunks a request (1, or 2 where a group spans both: one scale and
+// zero load, one x pointer and one scaling of the sums for 64 codes a lane).
+template <class T, int NT, int SUB>
+__global__ void __launch_bounds__(mma_max_warps * 32, NT == 1 ? 3 : 2)
     packed_mma_kernel(const T* __restrict__ x, int m, packed_weight_args w, int group_shift, T* __restrict__ out,
                       int64_t ldo) {
+  constexpr int in_flight = loads_in_flight / SUB;  // requests (the same bytes)
   pdl_begin();
   // 32-bit indices, pointers advanced by offsets: the address arithmetic
   // is most of a chunk's instructions otherwise.
@@ -73,11 +67,11 @@ __global__ void __launch_bounds__(mma_max_warps * 32, 3)
   // Token tiles of one row block are neighbours in the grid (their weight
   // reads meet in L2).
   const int rb = static_cast<int>(blockIdx.x) / tiles, tok0 = (static_cast<int>(blockIdx.x) % tiles) * 8 * NT;
-  const int k = static_cast<int>(w.cols), chunks = k / 64;
+  const int k = static_cast<int>(w.cols), chunks = k / 64, steps = chunks / SUB;
   const int groups = static_cast<int>((w.cols + w.group_size - 1) / w.group_size);
-  const int per_warp = (chunks + warps - 1) / warps;
-  const int c_begin = min(chunks, warp * per_warp), c_end = min(chunks, c_begin + per_warp);
-  const uint4* src = reinterpret_cast<const uint4*>(w.words) + (int64_t(rb) * chunks + c_begin) * 32 + lane;
+  const int per_warp = (steps + warps - 1) / warps;
+  const int s_begin = min(steps, warp * per_warp), s_end = min(steps, s_begin + per_warp);
+  const uint4* src = reinterpret_cast<const uint4*>(w.words) + (int64_t(rb) * chunks + s_begin * SUB) * 32 + lane;
   const int64_t r0 = int64_t(rb) * 16 + g, r1 = r0 + 8;
   const T* xrow[NT];
   bool valid[NT];
@@ -85,65 +79,73 @@ __global__ void __launch_bounds__(mma_max_warps * 32, 3)
   for (int nt = 0; nt < NT; ++nt) {
     const int tok = tok0 + nt * 8 + g;
     valid[nt] = tok < m;
-    xrow[nt] = x + int64_t(valid[nt] ? tok : 0) * k + int64_t(c_begin) * 64 + 2 * t4;
+    xrow[nt] = x + int64_t(valid[nt] ? tok : 0) * k + int64_t(s_begin) * SUB * 64 + 2 * t4;
   }
   float acc[NT][4] = {};
-  // A ring of loads_in_flight chunks: the codes, and the two rows' scales
-  // and zeros of each chunk's group (both scales in one word, both zeros
-  // in another), requested loads_in_flight chunks ahead of their use.
-  uint4 buf[loads_in_flight];
-  uint32_t sbuf[loads_in_flight], zbuf[loads_in_flight];
+  const uint32_t one = code_one_pair<T>(), ones[4] = {one, one, one, one};
+  // A ring of in_flight requests: the codes, and the two rows' scales and
+  // zeros of the request's group (both scales in one word, both zeros in
+  // another), made in_flight requests ahead of their use.
+  uint4 buf[in_flight][SUB];
+  uint32_t sbuf[in_flight], zbuf[in_flight];
   const uint16_t* scales0 = w.scales + r0 * groups;
   const uint16_t* scales1 = w.scales + r1 * groups;
   const uint8_t* zeros0 = w.zeros + r0 * groups;
   const uint8_t* zeros1 = w.zeros + r1 * groups;
-  const int n = c_end - c_begin;  // this warp's chunks, from c_begin
+  const int n = s_end - s_begin;  // this warp's requests, from s_begin
   auto request = [&](int d, int i) {
-    buf[d] = __ldcs(src + i * 32);
-    const int grp = (c_begin + i) >> group_shift;  // (no division: it would cost more than the rest)
+#pragma unroll
+    for (int c = 0; c < SUB; ++c) buf[d][c] = __ldcs(src + (i * SUB + c) * 32);
+    const int grp = ((s_begin + i) * SUB) >> group_shift;  // (no division: it would cost more than the rest)
     sbuf[d] = uint32_t(scales0[grp]) | (uint32_t(scales1[grp]) << 16);
     zbuf[d] = uint32_t(zeros0[grp]) | (uint32_t(zeros1[grp]) << 16);
   };
 #pragma unroll
-  for (int d = 0; d < loads_in_flight; ++d) {
+  for (int d = 0; d < in_flight; ++d) {
     if (d < n) request(d, d);
   }
-  for (int i0 = 0; i0 < n; i0 += loads_in_flight) {
+  for (int i0 = 0; i0 < n; i0 += in_flight) {
 #pragma unroll
-    for (int d = 0; d < loads_in_flight; ++d) {
+    for (int d = 0; d < in_flight; ++d) {
       const int i = i0 + d;
       if (i < n) {
-      const uint4 q = buf[d];
+      uint4 q[SUB];
+#pragma unroll
+      for (int c = 0; c < SUB; ++c) q[c] = buf[d][c];
       const float s0 = half_bits_to_float(uint16_t(sbuf[d])), s1 = half_bits_to_float(uint16_t(sbuf[d] >> 16));
-      const uint32_t z0 = zero_pair<T>(zbuf[d] & 0xffu), z1 = zero_pair<T>(zbuf[d] >> 16);
-      if (i + loads_in_flight < n) request(d, i + loads_in_flight);
-      // Tiles 0 and 2 into one sum, 1 and 3 into another: two chains of
+      // The zeros come off after the products: sum (bias + code) x, less
+      // (bias + zero) sum x, with sum x from one more mma a tile of a
+      // fragment of ones (exact products; float32 sums).
+      const float z0 = code_bias<T>() + float(zbuf[d] & 0xffu), z1 = code_bias<T>() + float(zbuf[d] >> 16);
+      if (i + in_flight < n) request(d, i + in_flight);
+      // Even tiles into one sum, odd ones into another: two chains of
       // dependent mma instructions instead of one.
-      float part[2][NT][4] = {};
-      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+      float part[2][NT][4] = {}, sx[NT][4] = {};
+#pragma unroll
+      for (int c = 0; c < SUB; ++c) {
+      const uint32_t words[4] = {q[c].x, q[c].y, q[c].z, q[c].w};
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         uint32_t a[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) a[r] = ((words[t] >> (4 * r)) & 0x000f000fu) | code_bias_pair<T>();
-        a[0] = sub_pair<T>(a[0], z0);  // registers 0 and 2: row g; 1 and 3: row g + 8
-        a[1] = sub_pair<T>(a[1], z1);
-        a[2] = sub_pair<T>(a[2], z0);
-        a[3] = sub_pair<T>(a[3], z1);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const T* xc = xrow[nt] + i * 64;  // (the tile's offsets: immediates)
-          const uint32_t b0 = valid[nt] ? *reinterpret_cast<const uint32_t*>(xc + t * 16) : 0u;
-          const uint32_t b1 = valid[nt] ? *reinterpret_cast<const uint32_t*>(xc + t * 16 + 8) : 0u;
+          const T* xc = xrow[nt] + i * SUB * 64;  // (the tile's offsets: immediates)
+          const uint32_t b0 = valid[nt] ? *reinterpret_cast<const uint32_t*>(xc + c * 64 + t * 16) : 0u;
+          const uint32_t b1 = valid[nt] ? *reinterpret_cast<const uint32_t*>(xc + c * 64 + t * 16 + 8) : 0u;
           attention::mma_16816<T>(part[t % 2][nt], a, b0, b1);
+          attention::mma_16816<T>(sx[nt], ones, b0, b1);
         }
+      }
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        acc[nt][0] = fmaf(s0, part[0][nt][0] + part[1][nt][0], acc[nt][0]);
-        acc[nt][1] = fmaf(s0, part[0][nt][1] + part[1][nt][1], acc[nt][1]);
-        acc[nt][2] = fmaf(s1, part[0][nt][2] + part[1][nt][2], acc[nt][2]);
-        acc[nt][3] = fmaf(s1, part[0][nt][3] + part[1][nt][3], acc[nt][3]);
+        // Registers 0 and 1: row g (zero z0); 2 and 3: row g + 8.
+        acc[nt][0] = fmaf(s0, fmaf(-z0, sx[nt][0], part[0][nt][0] + part[1][nt][0]), acc[nt][0]);
+        acc[nt][1] = fmaf(s0, fmaf(-z0, sx[nt][1], part[0][nt][1] + part[1][nt][1]), acc[nt][1]);
+        acc[nt][2] = fmaf(s1, fmaf(-z1, sx[nt][2], part[0][nt][2] + part[1][nt][2]), acc[nt][2]);
+        acc[nt][3] = fmaf(s1, fmaf(-z1, sx[nt][3], part[0][nt][3] + part[1][nt][3]), acc[nt][3]);
       }
       }
     }
@@ -262,7 +264,7 @@ __global__ void __launch_bounds__(dequantize_warps * 32)
 
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535 * 8)); }
 
-template <class T, int NT>
+template <class T, int NT, int SUB>
 void launch_mma(const void* x, int64_t m, const packed_weight_args& w, void* out, int64_t ldo, cudaStream_t stream) {
   const int64_t tiles = (m + 8 * NT - 1) / (8 * NT);
   const int64_t warps = std::clamp<int64_t>(w.cols / 64 / mma_chunks_per_warp, 1, mma_max_warps);
@@ -273,7 +275,7 @@ void launch_mma(const void* x, int64_t m, const packed_weight_args& w, void* out
     group_shift = 0;
     while ((int64_t{64} << group_shift) < w.group_size) ++group_shift;
   }
-  launch_pdl(packed_mma_kernel<T, NT>, dim3(static_cast<unsigned>(w.rows / 16 * tiles)),
+  launch_pdl(packed_mma_kernel<T, NT, SUB>, dim3(static_cast<unsigned>(w.rows / 16 * tiles)),
              dim3(static_cast<unsigned>(warps * 32)), 0, stream, static_cast<const T*>(x), static_cast<int>(m), w,
              group_shift, static_cast<T*>(out), ldo);
 }
@@ -293,8 +295,10 @@ void packed_mma(element_type t, const void* x, int64_t m, const packed_weight_ar
   TROUPE_CHECK(packed_mma_supported(t, m, w, x));
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    if (m <= 8) return launch_mma<T, 1>(x, m, w, out, ldo, stream);
-    launch_mma<T, 2>(x, m, w, out, ldo, stream);
+    // Two chunks a request where a group spans them.
+    const bool pairs = w.cols % 128 == 0 && w.group_size % 128 == 0;
+    if (m <= 8) return pairs ? launch_mma<T, 1, 2>(x, m, w, out, ldo, stream) : launch_mma<T, 1, 1>(x, m, w, out, ldo, stream);
+    pairs ? launch_mma<T, 2, 2>(x, m, w, out, ldo, stream) : launch_mma<T, 2, 1>(x, m, w, out, ldo, stream);
   };
   if (t == element_type::bf16) return run(__nv_bfloat16{});
   run(__half{});
