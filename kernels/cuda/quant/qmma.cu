@@ -1,13 +1,15 @@
 // Packed 4-bit products on the tensor cores (model/quant_pack.h's
 // tensor-core layout): a block takes 16 weight rows and 8 x NT tokens,
-// its warps splitting the 64-column chunks of k; a lane's
-// 16-byte load is its A fragments of four 16 x 16 tiles, turned into
-// bf16/f16 pairs of (code - zero) with two bit operations and a
-// subtraction (code + 128 from bfloat16 0x4300 with the code in its low
-// mantissa bits, or + 1024 from float16 0x6400; both exact), multiplied by
-// x on mma.sync m16n8k16 in float32, and each chunk's sums times its
-// group's scale in float32. The warps' sums meet in shared memory in warp
-// order, so a token's outputs do not depend on the other tokens.
+// its warps splitting the 64-column chunks of k; a lane's 16-byte load is
+// its A fragments of four 16 x 16 tiles, turned into bf16/f16 pairs of
+// (bias + code) with two bit operations (128 + code from bfloat16 0x4300
+// with the code in its low mantissa bits, or 1024 + code from float16
+// 0x6400; both exact) and multiplied by x on mma.sync m16n8k16 in float32;
+// one more mma a tile with a fragment of ones sums x, and each group's
+// sums less (bias + zero) times that are multiplied by its scale in
+// float32. The warps' sums meet in shared memory in warp order (the warp
+// count depends on k only), so a token's outputs do not depend on the
+// other tokens.
 #include "kernels/cuda/quant/qmma.h"
 
 #include <algorithm>
