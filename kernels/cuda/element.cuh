@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/kernel_dtype.h"
+
 namespace troupe::cuda {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -63,6 +65,17 @@ __device__ __forceinline__ vec16<T> load16(const T* p) {
 template <class T>
 __device__ __forceinline__ void store16(T* p, const vec16<T>& x) {
   *reinterpret_cast<vec16<T>*>(p) = x;
+}
+
+// Calls f with a value of t's device type (float, __nv_bfloat16 or
+// __half): the launchers' dispatch on the element type.
+template <class F>
+void by_element_type(element_type t, F&& f) {
+  switch (t) {
+    case element_type::f32: return f(float{});
+    case element_type::bf16: return f(__nv_bfloat16{});
+    case element_type::f16: return f(__half{});
+  }
 }
 
 // A float16 held as its bits.

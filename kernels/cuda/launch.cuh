@@ -53,6 +53,13 @@ inline bool preload_enabled() {
   return on;
 }
 
+// Blocks of `threads` for a grid-stride loop over n items: one an item's
+// worth, at most 65535 x 8 (the loop takes the rest), at least one.
+inline unsigned grid_stride_blocks(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65535 * 8 ? 65535 * 8 : blocks);
+}
+
 template <class... Params, class... Args>
 void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                 cudaStream_t stream, Args&&... args) {

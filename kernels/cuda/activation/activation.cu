@@ -109,21 +109,12 @@ __global__ void fill_dummy_kernel(T* out, int64_t n, uint64_t key, float scale, 
   }
 }
 
-template <class F>
-void by_type(element_type t, F&& f) {
-  switch (t) {
-    case element_type::f32: return f(float{});
-    case element_type::bf16: return f(__nv_bfloat16{});
-    case element_type::f16: return f(__half{});
-  }
-}
-
 }  // namespace
 
 void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, void* out,
                   cudaStream_t stream) {
   if (rows == 0) return;
-  by_type(t, [&](auto tag) {
+  by_element_type(t, [&](auto tag) {
     using T = decltype(tag);
     constexpr int width = vec16<T>::size;
     if (d % width == 0 && rows <= 65535) {
@@ -142,7 +133,7 @@ void silu_and_mul(element_type t, const void* gate_up, int64_t rows, int64_t d, 
 void add_sigmoid_gated(element_type t, const void* x, const void* gate, int64_t gate_stride,
                        int64_t rows, int64_t cols, void* out, cudaStream_t stream) {
   if (rows == 0) return;
-  by_type(t, [&](auto tag) {
+  by_element_type(t, [&](auto tag) {
     using T = decltype(tag);
     launch_pdl(add_sigmoid_gated_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
                static_cast<const T*>(x), static_cast<const T*>(gate), gate_stride, cols,
@@ -154,7 +145,7 @@ void add_sigmoid_gated(element_type t, const void* x, const void* gate, int64_t 
 void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const void* table,
                int64_t first_row, int64_t rows, int64_t cols, void* out, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  by_type(t, [&](auto tag) {
+  by_element_type(t, [&](auto tag) {
     using T = decltype(tag);
     constexpr int width = vec16<T>::size;
     if (cols % width == 0 && num_tokens <= 65535) {
@@ -173,7 +164,7 @@ void embedding(element_type t, const int32_t* ids, int64_t num_tokens, const voi
 void add_bias(element_type t, void* out, const void* bias, int64_t rows, int64_t cols,
               cudaStream_t stream) {
   if (rows == 0) return;
-  by_type(t, [&](auto tag) {
+  by_element_type(t, [&](auto tag) {
     using T = decltype(tag);
     launch_pdl(add_bias_kernel<T>, static_cast<unsigned>(rows), 256, 0, stream,
         static_cast<T*>(out), static_cast<const T*>(bias), cols);
@@ -185,7 +176,7 @@ void fill_dummy(element_type t, void* out, int64_t n, uint64_t key, float scale,
                 cudaStream_t stream) {
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65536);
-  by_type(t, [&](auto tag) {
+  by_element_type(t, [&](auto tag) {
     using T = decltype(tag);
     fill_dummy_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
         static_cast<T*>(out), n, key, scale, offset);

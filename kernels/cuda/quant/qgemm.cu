@@ -1,7 +1,5 @@
 #include "kernels/cuda/quant/qgemm.h"
 
-#include <algorithm>
-
 #include "common/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
@@ -211,12 +209,6 @@ void by_half_type(element_type t, F&& f) {
   f(__half{});
 }
 
-template <class F>
-void by_type(element_type t, F&& f) {
-  if (t == element_type::f32) return f(float{});
-  by_half_type(t, f);
-}
-
 template <class T, int BITS, int M>
 void launch_gemv(const void* x, const packed_weight_args& w, void* out, int64_t ldo, cudaStream_t stream) {
   constexpr int R = M <= 2 ? 2 : 1;
@@ -231,10 +223,6 @@ void gemv_rows(int64_t m, const void* x, const packed_weight_args& w, void* out,
     if (m != M) return gemv_rows<T, BITS, M + 1>(m, x, w, out, ldo, stream);
   }
   launch_gemv<T, BITS, M>(x, w, out, ldo, stream);
-}
-
-unsigned blocks_for(int64_t n, int threads) {
-  return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 65535 * 8));
 }
 
 }  // namespace
@@ -260,18 +248,18 @@ void packed_dequantize(element_type t, const packed_weight_args& w, const int32_
   TROUPE_CHECK(w.bits == 4 || w.bits == 8);
   if (w.mma) return packed_dequantize_mma(t, w, perm, out, stream);
   const int64_t words = w.rows * (w.cols * w.bits / 32);
-  by_type(t, [&](auto zero) {
+  by_element_type(t, [&](auto zero) {
     using T = decltype(zero);
     auto kernel = w.bits == 4 ? packed_dequantize_kernel<T, 4> : packed_dequantize_kernel<T, 8>;
-    launch_pdl(kernel, dim3(blocks_for(words, 256)), dim3(256), 0, stream, w, perm, static_cast<T*>(out));
+    launch_pdl(kernel, dim3(grid_stride_blocks(words, 256)), dim3(256), 0, stream, w, perm, static_cast<T*>(out));
   });
 }
 
 void packed_gather_cols(element_type t, const void* x, int64_t m, int64_t cols, const int32_t* perm, void* out,
                         cudaStream_t stream) {
-  by_type(t, [&](auto zero) {
+  by_element_type(t, [&](auto zero) {
     using T = decltype(zero);
-    launch_pdl(gather_cols_kernel<T>, dim3(blocks_for(cols, 256), static_cast<unsigned>(m)), dim3(256), 0, stream,
+    launch_pdl(gather_cols_kernel<T>, dim3(grid_stride_blocks(cols, 256), static_cast<unsigned>(m)), dim3(256), 0, stream,
                static_cast<const T*>(x), cols, perm, static_cast<T*>(out));
   });
 }
@@ -279,7 +267,7 @@ void packed_gather_cols(element_type t, const void* x, int64_t m, int64_t cols, 
 void packed_fill_dummy(element_type t, const packed_weight_args& w, uint64_t key, float scale,
                        cudaStream_t stream) {
   const int64_t n = w.rows * ((w.cols + w.group_size - 1) / w.group_size);
-  by_type(t, [&](auto zero) {
+  by_element_type(t, [&](auto zero) {
     using T = decltype(zero);
     packed_fill_dummy_kernel<T><<<static_cast<unsigned>((n + 127) / 128), 128, 0, stream>>>(w, key, scale);
     TROUPE_CUDA_CHECK_LAUNCH();

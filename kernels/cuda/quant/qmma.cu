@@ -264,8 +264,6 @@ __global__ void __launch_bounds__(dequantize_warps * 32)
   }
 }
 
-unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 65535 * 8)); }
-
 template <class T, int NT, int SUB>
 void launch_mma(const void* x, int64_t m, const packed_weight_args& w, void* out, int64_t ldo, cudaStream_t stream) {
   const int64_t tiles = (m + 8 * NT - 1) / (8 * NT);
@@ -308,24 +306,19 @@ void packed_mma(element_type t, const void* x, int64_t m, const packed_weight_ar
 
 void packed_to_mma_layout(const packed_weight_args& w, uint32_t* mma_words, cudaStream_t stream) {
   TROUPE_CHECK(w.bits == 4 && w.rows % 16 == 0 && w.cols % 64 == 0);
-  to_mma_layout_kernel<<<grid_for(w.rows * w.cols / 8), 256, 0, stream>>>(w, mma_words);
+  to_mma_layout_kernel<<<grid_stride_blocks(w.rows * w.cols / 8, 256), 256, 0, stream>>>(w, mma_words);
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
 void packed_dequantize_mma(element_type t, const packed_weight_args& w, const int32_t* perm, void* out,
                            cudaStream_t stream) {
   const int64_t tiles = w.rows / 16 * (w.cols / 64);
-  const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>((tiles + dequantize_warps - 1) / dequantize_warps, 1,
-                                                              65535 * 8)));
+  const dim3 grid(grid_stride_blocks(tiles, dequantize_warps));
   const dim3 block(dequantize_warps * 32);
-  if (t == element_type::f32) {
-    return launch_pdl(dequantize_mma_kernel<float>, grid, block, 0, stream, w, perm, static_cast<float*>(out));
-  }
-  if (t == element_type::bf16) {
-    return launch_pdl(dequantize_mma_kernel<__nv_bfloat16>, grid, block, 0, stream, w, perm,
-                      static_cast<__nv_bfloat16*>(out));
-  }
-  launch_pdl(dequantize_mma_kernel<__half>, grid, block, 0, stream, w, perm, static_cast<__half*>(out));
+  by_element_type(t, [&](auto zero) {
+    using T = decltype(zero);
+    launch_pdl(dequantize_mma_kernel<T>, grid, block, 0, stream, w, perm, static_cast<T*>(out));
+  });
 }
 
 }  // namespace troupe::cuda
