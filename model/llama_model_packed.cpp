@@ -20,7 +20,7 @@ bool llama_model::packs(const model_config& config, const tp_layout& layout, int
     if (why != nullptr) *why = reason;
     return false;
   };
-  if (q.kind != quant_config::method::gptq && q.kind != quant_config::method::awq) return no("not GPTQ or AWQ");
+  if (!q.integer_codes()) return no("not GPTQ or AWQ");
   if (!backend_packs) return no("the backend has no packed products");
   if (layout.size > 1) return no("tensor_parallel_size > 1 (packed shards are not built yet)");
   if (cpu_offload_bytes > 0) return no("cpu_offload_gb is set");

@@ -36,7 +36,7 @@ bool packable(const quant_config& q, int64_t rows, int64_t cols, std::string* wh
     if (why != nullptr) *why = reason;
     return false;
   };
-  if (q.kind != quant_config::method::gptq && q.kind != quant_config::method::awq) {
+  if (!q.integer_codes()) {
     return fail(std::string(quant_method_name(q.kind)) + " weights are not packed");
   }
   if (rows <= 0 || cols % 32 != 0) return fail("inputs (" + text(cols) + ") not a multiple of 32");

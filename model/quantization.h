@@ -42,6 +42,9 @@ struct quant_config {
   bool desc_act = false;    // GPTQ act-order: g_idx is required (it is permuted)
   bool zeros_minus_one = true;  // GPTQ v1 (checkpoint_format gptq)
   int64_t block_out = 128, block_in = 128;  // FP8 weight_block_size
+  // GPTQ or AWQ: integer codes with per-group scales and zeros (packable,
+  // model/quant_pack.h).
+  bool integer_codes() const { return kind == method::gptq || kind == method::awq; }
 };
 
 const char* quant_method_name(quant_config::method m);

@@ -340,7 +340,7 @@ status checkpoint::read_f32(const std::string& name, const std::vector<int64_t>&
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
     const std::string prefix = name.substr(0, name.size() - suffix.size());
     if (find(prefix + ".qweight") != nullptr) {
-      if (quant_.kind == quant_config::method::gptq || quant_.kind == quant_config::method::awq) {
+      if (quant_.integer_codes()) {
         return read_packed(prefix, shape[0], shape[1], out);
       }
       return make_error("tensor '" + prefix + ".qweight' is a packed (GPTQ / AWQ) weight, but config.json has "

@@ -22,9 +22,7 @@ namespace {
 
 // cuda_ops::packs_weights without a device (the dry run's plan): GPTQ and
 // AWQ checkpoints (every bit width their configs accept).
-bool cuda_packs_weights(const quant_config& q) {
-  return q.kind == quant_config::method::gptq || q.kind == quant_config::method::awq;
-}
+bool cuda_packs_weights(const quant_config& q) { return q.integer_codes(); }
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
@@ -316,7 +314,7 @@ status load_rank(const engine_config& config, const model_config& model,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
   if (const quant_config& q = model.quantization;
-      lead && (q.kind == quant_config::method::gptq || q.kind == quant_config::method::awq)) {
+      lead && q.integer_codes()) {
     std::string why;
     llama_model::packs(model, out.model->layout(), config.cpu_offload_bytes(),
                        out.backend->packs_weights(q, source.compute_type), &why);

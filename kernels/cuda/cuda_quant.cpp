@@ -44,7 +44,7 @@ bool cuda_ops::packs_for_tensor_cores() const {
 bool cuda_ops::packs_weights(const quant_config& q, dtype /*type*/) const {
   // Every bit width GPTQ and AWQ configs accept (4, 8); float32 models
   // run the dequantized weight through cuBLAS.
-  return q.kind == quant_config::method::gptq || q.kind == quant_config::method::awq;
+  return q.integer_codes();
 }
 
 void cuda_ops::upload_bytes(const void* host, void* dst, size_t bytes) {
