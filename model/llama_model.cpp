@@ -1,6 +1,5 @@
 #include "model/llama_model.h"
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -81,15 +80,6 @@ void upload_part(ops& backend, const weight_load& load, const std::vector<float>
     }
     backend.upload_cols(staging.data(), load.dst, run.dst, run.count);
   }
-}
-
-// The largest packed product's weight elements and inputs on a rank
-// (ops::reserve_packed).
-std::pair<int64_t, int64_t> packed_scratch_shape(const model_config& config, const tp_layout& l) {
-  const int64_t h = config.hidden_size, q_rows = l.q_heads * config.head_dim;
-  const int64_t qkv_rows = q_rows + 2 * l.kv_heads * config.head_dim;
-  const int64_t inter = has_dense_mlp(config) ? l.intermediate : 0;
-  return {std::max({qkv_rows * h, h * q_rows, 2 * inter * h}), std::max({h, q_rows, inter})};
 }
 
 // The MoE kernels' sizes for steps of up to `tokens` tokens on a rank.

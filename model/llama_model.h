@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -217,6 +218,9 @@ class llama_model {
   tensor alloc_linear(const std::vector<int64_t>& part_rows, int64_t cols);
   static int64_t packed_linear_bytes(const model_config& config, const tp_layout& layout, int64_t layer,
                                      dtype type);
+  // The largest packed product's weight elements and inputs on a rank
+  // (ops::reserve_packed).
+  static std::pair<int64_t, int64_t> packed_scratch_shape(const model_config& config, const tp_layout& layout);
   status load_packed(const checkpoint* ckpt, const std::string& name, const tensor& dst, int64_t seed,
                      packed_perms& perms);
   void settle_packed_parts(const packed_perms& perms);

@@ -51,6 +51,13 @@ int64_t llama_model::packed_linear_bytes(const model_config& config, const tp_la
   return delta;
 }
 
+std::pair<int64_t, int64_t> llama_model::packed_scratch_shape(const model_config& config, const tp_layout& l) {
+  const int64_t h = config.hidden_size, q_rows = l.q_heads * config.head_dim;
+  const int64_t qkv_rows = q_rows + 2 * l.kv_heads * config.head_dim;
+  const int64_t inter = has_dense_mlp(config) ? l.intermediate : 0;
+  return {std::max({qkv_rows * h, h * q_rows, 2 * inter * h}), std::max({h, q_rows, inter})};
+}
+
 tensor llama_model::alloc_linear(const std::vector<int64_t>& part_rows, int64_t cols) {
   int64_t rows = 0;
   for (int64_t r : part_rows) rows += r;
