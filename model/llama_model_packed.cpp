@@ -129,8 +129,8 @@ void llama_model::settle_packed_parts(const packed_perms& perms) {
       const auto it = perms.find(p.perm);
       TROUPE_CHECK(it != perms.end() && static_cast<int>(it->second.size()) == p.parts);
       const auto& parts = it->second;
-      // Parts that agree (every real checkpoint: q, k and v see the same
-      // inputs) run as one product.
+      // Parts that agree (q, k and v quantized from the same inputs'
+      // statistics order them alike) run as one product.
       if (std::all_of(parts.begin(), parts.end(), [&](const auto& q) { return q == parts[0]; })) p.parts = 1;
     }
   }
