@@ -365,7 +365,7 @@ void llama_model::build_rope(int64_t max_position) {
 
 void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache) {
   const layer_weights& w = weights_for_run(layer);
-  const bool first = stage_.begin + static_cast<int64_t>(layer) == 0, lora = lora_enabled();
+  const bool first = stage_.begin + static_cast<int64_t>(layer) == 0, lora = lora_enabled() && in.any_lora;
   const int64_t n = in.num_tokens;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const tensor hidden = ws_.hidden.row_slice(0, n);

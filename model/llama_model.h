@@ -77,6 +77,10 @@ struct forward_inputs {
   // With LoRA enabled: the tokens' adapter slots (-1: the base model),
   // required then, ignored otherwise.
   lora_batch lora;
+  // Whether any token has an adapter (host). False: the forward leaves
+  // the LoRA kernels out (they would add nothing). A forward captured into
+  // a graph that later steps replay with adapters must keep it true.
+  bool any_lora = true;
 };
 
 class llama_model {

@@ -276,6 +276,9 @@ forward_inputs model_runner::upload(const host_batch& batch) {
     ops_->upload_ints(lora_sorted_.data(), lora_sorted_dev_, n);
     ops_->upload_ints(lora_starts_.data(), lora_starts_dev_, slots + 1);
     in.lora = {lora_slots_dev_, lora_sorted_dev_, lora_starts_dev_};
+    // A step of base-model tokens only runs without the LoRA kernels
+    // (eagerly; graphs captured with them replay them: capture_graphs).
+    in.any_lora = std::any_of(batch.lora_slots.begin(), batch.lora_slots.end(), [](int32_t s) { return s >= 0; });
   }
   in.num_tokens = n;
   in.token_ids = token_ids_dev_;

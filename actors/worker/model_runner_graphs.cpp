@@ -38,7 +38,8 @@ int64_t model_runner::capture_graphs() {
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
       host_batch batch;
       pad_for_graph(batch, *it);
-      const forward_inputs in = upload(batch);
+      forward_inputs in = upload(batch);
+      in.any_lora = true;  // the graph serves steps with adapters too (its padding has none)
       ops_->allow_tuning(true);
       model_->forward(in, kv_cache_);
       ops_->allow_tuning(false);
