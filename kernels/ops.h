@@ -171,7 +171,7 @@ inline int64_t moe_scratch_bytes(const moe_shape& s, dtype type) {
 // the memory plan counts it): a weight dequantized to `type` for products
 // of more rows than the packed kernels take, and act-order's permuted
 // inputs for up to packed_kernel_rows rows.
-constexpr int64_t packed_kernel_rows = 256;
+constexpr int64_t packed_kernel_rows = 16;
 inline int64_t packed_scratch_bytes(int64_t max_elements, int64_t max_cols, dtype type) {
   return (max_elements + packed_kernel_rows * max_cols) * static_cast<int64_t>(dtype_size(type)) + 256;
 }

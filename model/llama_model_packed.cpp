@@ -87,8 +87,8 @@ tensor llama_model::alloc_linear(const std::vector<int64_t>& part_rows, int64_t 
 status llama_model::load_packed(const checkpoint* ckpt, const std::string& name, const tensor& dst,
                                 int64_t seed, packed_perms& perms) {
   // Act-order: this part's permutation (the next of its tensor's parts).
-  std::vector<std::vector<int32_t>>& parts = perms[dst.packed.perm];
   auto put_perm = [&](std::vector<int32_t> perm) {
+    std::vector<std::vector<int32_t>>& parts = perms[dst.packed.perm];
     if (perm.empty()) {  // the identity
       perm.resize(static_cast<size_t>(dst.cols));
       for (int64_t i = 0; i < dst.cols; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);

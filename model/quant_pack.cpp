@@ -117,23 +117,16 @@ packed_linear pack_awq(const int32_t* qweight, const int32_t* qzeros, const floa
 
 namespace {
 
-constexpr int mma_row_of[8] = {0, 8, 0, 8, 0, 8, 0, 8};
-constexpr int mma_col_of[8] = {0, 0, 8, 8, 1, 1, 9, 9};
-
 // Where the code of (row, col) sits in the tensor-core layout: its word
-// and nibble.
+// and nibble. Nibble n holds row offset 8 (n & 1) and column offset
+// 8 ((n >> 1) & 1) + (n >> 2) (quant_pack.h's row_of and col_of), so a
+// tile's (r, k) is nibble (r / 8) + 2 (k / 8) + 4 (k % 2) of lane
+// (r % 8) * 4 + (k % 8) / 2.
 std::pair<int64_t, int> mma_place(int64_t cols, int64_t row, int64_t col) {
   const int64_t b = row / 16, c = col / 64, t = (col % 64) / 16;
   const int r = static_cast<int>(row % 16), k = static_cast<int>(col % 16);
-  // Rows 0..7 and 8..15 of the tile differ in row_of, columns by 8 in
-  // col_of's 0/8; the lane is (row % 8) * 4 + (k % 8) / 2.
   const int lane = (r % 8) * 4 + (k % 8) / 2;
-  for (int n = 0; n < 8; ++n) {
-    if (mma_row_of[n] == r / 8 * 8 && mma_col_of[n] == (k / 8) * 8 + k % 2) {
-      return {((b * (cols / 64) + c) * 32 + lane) * 4 + t, n};
-    }
-  }
-  return {-1, -1};  // unreachable: every (r / 8, k / 8, k % 2) has its nibble
+  return {((b * (cols / 64) + c) * 32 + lane) * 4 + t, r / 8 + 2 * (k / 8) + 4 * (k % 2)};
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ struct cuda_ops::impl {
   // TROUPE_PACKED_KERNEL_ROWS (comparisons): products of more rows than
   // this run dequantized through cuBLAS (unset: as many as the packed
   // kernels take; 0: always).
-  int64_t packed_kernel_rows = [] {
+  int64_t max_packed_kernel_rows = [] {
     const char* v = std::getenv("TROUPE_PACKED_KERNEL_ROWS");
     return v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : int64_t{1} << 40;
   }();

@@ -12,7 +12,7 @@
 
 namespace troupe {
 
-static_assert(cuda::packed_mma_rows <= packed_kernel_rows && cuda::packed_gemv_rows <= packed_kernel_rows,
+static_assert(cuda::packed_mma_rows == packed_kernel_rows && cuda::packed_gemv_rows <= packed_kernel_rows,
               "ops.h's packed_scratch_bytes counts the kernels' rows of permuted x");
 
 namespace {
@@ -108,7 +108,7 @@ void cuda_ops::packed_linear(const tensor& x, const tensor& w, const tensor& out
   };
   const int64_t kernel_rows = p.mma ? cuda::packed_mma_rows : cuda::packed_gemv_rows;
   auto kernel_runs = [&](int64_t rows) {
-    if (rows > m.packed_kernel_rows) return false;
+    if (rows > m.max_packed_kernel_rows) return false;
     const cuda::packed_weight_args a = part_args(0);
     return p.mma ? cuda::packed_mma_supported(et, rows, a, x.data) : cuda::packed_gemv_supported(et, rows, a, x.data);
   };
