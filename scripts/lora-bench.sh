@@ -3,7 +3,8 @@
 # bfloat16 (examples/models/llama-3.1-8b, load_format dummy) against the same
 # load on the base model alone, in one session:
 #   1. the CUDA LoRA kernel tests (tests/kernels/cuda_lora_test.cpp,
-#      cuda_lora_products_test.cpp);
+#      cuda_gemv_lora_test.cpp, cuda_lora_products_test.cpp) and the
+#      products' batch-1 micro-benchmark (its disabled test);
 #   2. the LoRA fixture goldens on the GPU (scripts/gpu_lora_golden.py);
 #   3. 8 random rank-16 adapters on all seven projections (troupe make-lora),
 #      max_loras 8: `troupe bench throughput` (random 1024 in / 128 out, a
@@ -35,10 +36,13 @@ sections=" ${SECTIONS:-1 2 3} "
 status=0
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 if [[ $sections == *" 1 "* ]]; then
-  for t in cuda_lora_test cuda_lora_products_test; do
+  for t in cuda_lora_test cuda_gemv_lora_test cuda_lora_products_test; do
     build-device/bin/$t >"$out/$t.log" 2>&1 || status=1
     grep -E "^\[  (PASSED|FAILED) " "$out/$t.log"
   done
+  build-device/bin/cuda_lora_products_test --gtest_also_run_disabled_tests --gtest_filter='*bench*' \
+    >"$out/products_b1.log" 2>&1 || status=1
+  grep "a layer" "$out/products_b1.log"
 fi
 if [[ $sections == *" 2 "* ]]; then
   python3 scripts/gpu_lora_golden.py --troupe "$bin" | tee "$out/golden.md" || status=1
@@ -79,6 +83,9 @@ if [[ $sections == *" 3 "* ]]; then
     fi
     row latency_b1_base latency "${lat[@]}"
     row latency_b1_lora latency "${lat[@]}" "${lora[@]}"
+    # The way here: the decode deltas apart from the GEMV (shrink, expand,
+    # and the RoPE and SiLU-and-mul epilogues as kernels of their own).
+    ENV=TROUPE_LORA_GEMV=0 row latency_b1_lora_apart latency "${lat[@]}" "${lora[@]}"
     # The way here: decode products without the deltas in their epilogue.
     row throughput_base_again throughput "${tp[@]}"
   } | tee "$out/bench.md"

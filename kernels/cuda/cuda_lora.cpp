@@ -1,16 +1,86 @@
 // cuda_ops' LoRA deltas (ops::lora_add, linear_lora), by the step's
-// tokens (docs/lora.md): above cuda::lora_few_tokens tokens where slots x
-// rank is at most cuda::lora_dense_max_cols, dense cuBLAS products
-// (lora_add_dense), the deltas written first where the base product is
-// cuBLAS too; otherwise the segmented kernels (kernels/cuda/lora/sgmv.cu).
+// tokens (docs/lora.md): decode products of up to cuda::gemv_max_rows
+// tokens that run as a GEMV take the deltas inside it (the shrink, then
+// the GEMV adds each token's expand before its epilogue: lora_gemv);
+// above cuda::lora_few_tokens tokens where slots x rank is at most
+// cuda::lora_dense_max_cols, dense cuBLAS products (lora_add_dense), the
+// deltas written first where the base product is cuBLAS too; otherwise
+// the segmented kernels (kernels/cuda/lora/sgmv.cu).
 #include <string>
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_ops_impl.h"
 #include "kernels/cuda/activation/activation.h"
+#include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/lora/sgmv.h"
 
 namespace troupe {
+
+namespace {
+
+// The kernels' arguments for `count` stacks like w over x, u in scratch
+// (out and col0 are the caller's); every shape checked.
+cuda::lora_args lora_args_of(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
+                             const tensor& scratch, int64_t scratch_cols) {
+  TROUPE_CHECK(count >= 1 && count <= cuda::lora_max_modules);
+  cuda::lora_args p;
+  p.type = element_of(x.type);
+  p.x = x.data;
+  p.n = x.rows;
+  p.in = x.cols;
+  p.slots = w[0].slots;
+  p.rank = w[0].rank;
+  p.count = count;
+  TROUPE_CHECK(p.slots > 0 && p.rank > 0 && p.rank <= cuda::lora_max_rank);
+  for (int m = 0; m < count; ++m) {
+    TROUPE_CHECK(w[m].slots == p.slots && w[m].rank == p.rank);
+    TROUPE_CHECK(x.type == w[m].a.type && x.type == w[m].b.type);
+    TROUPE_CHECK(x.cols == w[m].a.cols && w[m].a.rows == p.slots * p.rank);
+    TROUPE_CHECK(w[m].b.cols == p.slots * p.rank);
+    p.modules[m] = {w[m].a.data, w[m].b.data, w[m].b.rows};
+  }
+  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows && scratch.cols >= scratch_cols);
+  TROUPE_CHECK(batch.token_slots != nullptr && batch.sorted_tokens != nullptr &&
+               batch.slot_starts != nullptr);
+  p.sorted_tokens = batch.sorted_tokens;
+  p.slot_starts = batch.slot_starts;
+  p.u = scratch.f32();
+  p.u_stride = scratch.cols;
+  return p;
+}
+
+}  // namespace
+
+bool cuda_ops::lora_in_gemv(const tensor& x, const tensor& w, const lora_delta& lora) const {
+  static const bool on = cuda::env_switch("TROUPE_LORA_GEMV");
+  if (!on || w.is_packed() || x.rows < 1 || x.rows > cuda::gemv_max_rows || x.type == dtype::f32 ||
+      lora.count < 1 || lora.count > cuda::gemv_lora_max_modules) {
+    return false;
+  }
+  int64_t rows = 0;
+  for (int m = 0; m < lora.count; ++m) rows += lora.stacks[m].b.rows;
+  return rows == w.rows;  // the modules side by side are the weight's rows
+}
+
+void cuda_ops::lora_gemv(const tensor& x, const lora_delta& lora, cuda::gemv_lora& tail) {
+  const cuda::lora_args p =
+      lora_args_of(x, lora.stacks, lora.count, lora.batch, lora.scratch, lora.count * lora.stacks[0].rank);
+  {
+    op_scope scope(*impl_, "lora shrink (<= 8 tokens; the expand in the GEMV)", 0);
+    cuda::lora_shrink(p, impl_->stream);
+  }
+  tail = {};
+  tail.count = lora.count;
+  for (int m = 0; m < lora.count; ++m) {
+    tail.b[m] = lora.stacks[m].b.data;
+    tail.rows[m] = lora.stacks[m].b.rows;
+  }
+  tail.b_stride = p.slots * p.rank;
+  tail.rank = p.rank;
+  tail.u = p.u;
+  tail.u_stride = p.u_stride;
+  tail.token_slots = lora.batch.token_slots;
+}
 
 int64_t cuda_ops::lora_scratch_cols(int count, int64_t slots, int64_t rank) const {
   // Where a module may run dense: u in float32 and u of the compute type
@@ -27,6 +97,24 @@ void cuda_ops::linear_lora(const tensor& x, const tensor& w, const tensor* bias,
                            const lora_delta& lora, const tensor& out) {
   TROUPE_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows >= x.rows && x.type == w.type);
   if (x.rows == 0) return;
+  // A decode product the tuning gave a GEMV: the deltas inside it.
+  if (lora_in_gemv(x, w, lora)) {
+    const int choice = gemm_choice(x, w, out);
+    if (choice >= 0) {
+      cuda::gemv_lora tail;
+      lora_gemv(x, lora, tail);
+      {
+        op_scope scope(*impl_, "linear (+ LoRA deltas)", x, w, w.rows);
+        cuda::gemv(element_of(w.type), out.type == dtype::f32, choice, x.data, x.rows, w.data, w.rows,
+                   w.cols, out.data, impl_->stream, &tail);
+      }
+      if (bias != nullptr) {
+        TROUPE_CHECK(bias->type == out.type);
+        cuda::add_bias(element_of(out.type), out.data, bias->data, x.rows, out.cols, impl_->stream);
+      }
+      return;
+    }
+  }
   // The deltas first where both run as cuBLAS products (the dense LoRA path
   // and a base product cuBLAS computes, prefill chunks): the expand writes
   // every column (beta 0), the product accumulates onto it (beta 1), so out
@@ -57,33 +145,16 @@ void cuda_ops::lora_add(const tensor& x, const lora_stack* w, int count, const l
 
 void cuda_ops::lora_apply(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                           const tensor& scratch, const tensor& out, int64_t col0, bool accumulate) {
-  TROUPE_CHECK(count >= 1 && count <= cuda::lora_max_modules);
-  cuda::lora_args p;
-  p.type = element_of(x.type);
-  p.x = x.data;
-  p.n = x.rows;
-  p.in = x.cols;
-  p.slots = w[0].slots;
-  p.rank = w[0].rank;
-  p.count = count;
-  TROUPE_CHECK(p.slots > 0 && p.rank > 0 && p.rank <= cuda::lora_max_rank);
+  cuda::lora_args p = lora_args_of(x, w, count, batch, scratch, lora_scratch_cols(count, w[0].slots, w[0].rank));
   int64_t cols = 0;
   double bytes = static_cast<double>(x.numel());
   for (int m = 0; m < count; ++m) {
-    TROUPE_CHECK(w[m].slots == p.slots && w[m].rank == p.rank);
-    TROUPE_CHECK(x.type == w[m].a.type && x.type == w[m].b.type && x.type == out.type);
-    TROUPE_CHECK(x.cols == w[m].a.cols && w[m].a.rows == p.slots * p.rank);
-    TROUPE_CHECK(w[m].b.cols == p.slots * p.rank);
-    p.modules[m] = {w[m].a.data, w[m].b.data, w[m].b.rows};
     cols += p.modules[m].out_cols;
     bytes += static_cast<double>(w[m].a.numel() + w[m].b.numel());
   }
+  TROUPE_CHECK(x.type == out.type);
   TROUPE_CHECK(out.rows >= x.rows && col0 >= 0 && col0 + cols <= out.cols);
   TROUPE_CHECK(accumulate || (col0 == 0 && cols == out.cols));  // every column written
-  TROUPE_CHECK(scratch.type == dtype::f32 && scratch.rows >= x.rows &&
-               scratch.cols >= lora_scratch_cols(count, p.slots, p.rank));
-  TROUPE_CHECK(batch.token_slots != nullptr && batch.sorted_tokens != nullptr &&
-               batch.slot_starts != nullptr);
   if (x.rows == 0) return;
   // Bytes (the profiler's): x, every slot's A and B at most, out's columns
   // read and written.
@@ -93,10 +164,6 @@ void cuda_ops::lora_apply(const tensor& x, const lora_stack* w, int count, const
     return;
   }
   TROUPE_CHECK(accumulate);  // (writing the deltas alone: the dense path only)
-  p.sorted_tokens = batch.sorted_tokens;
-  p.slot_starts = batch.slot_starts;
-  p.u = scratch.f32();
-  p.u_stride = scratch.cols;
   p.out = out.data;
   p.out_stride = out.cols;
   p.col0 = col0;

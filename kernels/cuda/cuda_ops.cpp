@@ -519,12 +519,14 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
                                      const lora_delta* lora) {
   TROUPE_CHECK(x.cols == w.cols && qkv.cols == w.rows && x.type == w.type);
   const tensor rows_out{qkv.data, qkv.type, x.rows, qkv.cols};
-  // The GEMV variant with the epilogue where tuning (timed with the
-  // epilogue) chose one; the separate steps where that is cuBLAS, with q/k
-  // norms, with LoRA deltas (the product with them, then the epilogue), or
-  // when TROUPE_ROPE_FUSION is off.
+  // The GEMV variant with the epilogue (and the LoRA deltas inside it)
+  // where tuning (timed with the epilogue) chose one; the separate steps
+  // where that is cuBLAS, with q/k norms, with LoRA deltas the GEMV cannot
+  // take (the product with them, then the epilogue), or when
+  // TROUPE_ROPE_FUSION is off.
   const rope_heads heads{num_heads, num_kv_heads, head_dim};
-  const int choice = impl_->rope_fusion_on && lora == nullptr && q_norm == nullptr && k_norm == nullptr &&
+  const bool lora_gemv_ok = lora == nullptr || lora_in_gemv(x, w, *lora);
+  const int choice = impl_->rope_fusion_on && lora_gemv_ok && q_norm == nullptr && k_norm == nullptr &&
                              !w.is_packed() &&
                              x.rows > 0 && qkv.type == w.type &&
                              cuda::gemv_rope_supported(element_of(w.type), x.rows, x.cols,
@@ -538,12 +540,15 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
   }
   check_qkv_rope_cache(qkv, x.rows, num_heads, num_kv_heads, head_dim, tables, cache, q_out);
   if (bias != nullptr) TROUPE_CHECK(bias->type == w.type && bias->rows * bias->cols == w.rows);
-  op_scope scope(*impl_, "qkv_linear_rope_cache", x, w, w.rows);
+  cuda::gemv_lora tail;
+  if (lora != nullptr) lora_gemv(x, *lora, tail);
+  op_scope scope(*impl_, lora != nullptr ? "qkv_linear_rope_cache (+ LoRA deltas)" : "qkv_linear_rope_cache",
+                 x, w, w.rows);
   cuda::gemv_qkv_rope_cache(element_of(w.type), choice, x.data, x.rows,
                             w.data, bias != nullptr ? bias->data : nullptr, w.cols, num_heads,
                             num_kv_heads, head_dim, positions, tables.cos.f32(),
                             tables.sin.f32(), slot_mapping, q_out.data, cache.k.data,
-                            cache.v.data, impl_->stream);
+                            cache.v.data, impl_->stream, lora != nullptr ? &tail : nullptr);
 }
 
 void cuda_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
@@ -606,9 +611,10 @@ void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate
   TROUPE_CHECK(x.cols == w.cols && w.rows % 2 == 0 && out.cols == w.rows / 2 &&
                out.rows >= x.rows && out.type == w.type && x.type == w.type);
   if (x.rows == 0) return;
-  // With LoRA deltas or a packed weight: the product (with the deltas),
-  // then SiLU-and-mul.
-  const int choice = lora != nullptr || w.is_packed() ? -1 : gemm_choice(x, w, out, /*gated=*/true);
+  // With a packed weight or LoRA deltas the GEMV cannot take: the product
+  // (with the deltas), then SiLU-and-mul.
+  const bool lora_gemv_ok = lora == nullptr || lora_in_gemv(x, w, *lora);
+  const int choice = !lora_gemv_ok || w.is_packed() ? -1 : gemm_choice(x, w, out, /*gated=*/true);
   if (choice < 0) {
     const tensor rows_out{gate_up.data, gate_up.type, x.rows, gate_up.cols};
     if (lora != nullptr) {
@@ -619,9 +625,11 @@ void cuda_ops::gated_linear(const tensor& x, const tensor& w, const tensor& gate
     silu_and_mul(rows_out, tensor{out.data, out.type, x.rows, out.cols});
     return;
   }
-  op_scope scope(*impl_, "gated_linear", x, w, out.cols);
+  cuda::gemv_lora tail;
+  if (lora != nullptr) lora_gemv(x, *lora, tail);
+  op_scope scope(*impl_, lora != nullptr ? "gated_linear (+ LoRA deltas)" : "gated_linear", x, w, out.cols);
   cuda::gemv_glu(element_of(w.type), choice, x.data, x.rows, w.data, out.cols, w.cols, out.data,
-                 impl_->stream);
+                 impl_->stream, lora != nullptr ? &tail : nullptr);
 }
 
 void cuda_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n, const tensor& out) {

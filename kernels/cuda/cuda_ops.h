@@ -16,6 +16,10 @@
 
 namespace troupe {
 
+namespace cuda {
+struct gemv_lora;  // kernels/cuda/gemm/gemv.h
+}
+
 class cuda_ops final : public ops {
  public:
   // REQUIRES: device < number of visible devices.
@@ -152,6 +156,14 @@ class cuda_ops final : public ops {
   // modules' columns set to the deltas.
   void lora_apply(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,
                   const tensor& scratch, const tensor& out, int64_t col0, bool accumulate);
+  // Whether a decode product x w^T takes these deltas inside its GEMV
+  // (where the tuning gave the shape a GEMV): up to gemv_max_rows tokens
+  // of bf16/f16, the modules' lora_B rows side by side making w's rows
+  // (TROUPE_LORA_GEMV=0: never; docs/lora.md).
+  bool lora_in_gemv(const tensor& x, const tensor& w, const lora_delta& lora) const;
+  // The shrink (u for every token with a slot) for a GEMV that adds the
+  // expand itself; `tail` gets the GEMV's LoRA argument.
+  void lora_gemv(const tensor& x, const lora_delta& lora, cuda::gemv_lora& tail);
   // Whether n tokens over stacks like w run dense (kernels/cuda/lora/sgmv.h,
   // lora_dense_max_cols; TROUPE_LORA_DENSE=0: never).
   bool lora_runs_dense(int64_t n, const lora_stack& w) const;

@@ -40,6 +40,18 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// griddepcontrol.launch_dependents alone: called before pdl_begin(), the
+// next kernel may be scheduled (and run up to its own wait, which still
+// waits for this kernel's completion) while this one is still waiting for
+// the kernel ahead: for a short kernel whose successor's prologue (its
+// weights requested before its wait) should overlap it, as the LoRA shrink
+// before the decode GEMV that adds the deltas (kernels/cuda/lora/sgmv.cu).
+__device__ __forceinline__ void pdl_schedule_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 inline bool pdl_enabled() {
   static const bool on = env_switch("TROUPE_PDL");
   return on;

@@ -55,10 +55,47 @@ struct rope_args {
 
 enum class epilogue { store, glu, rope };
 
+// LoRA (gemv_lora): each token's delta for the warp's weight rows `row`,
+// added to the lanes' partial sums (lanes split the rank). The module's
+// lora_B is chosen by selects (no indexing into the parameter).
+template <class T, int M, int ROWS>
+__device__ __forceinline__ void add_deltas(const gemv_lora& l, const int64_t (&row)[ROWS], int lane,
+                                           float (&acc)[ROWS][M]) {
+  const T* brow[ROWS];
+  int64_t ucol[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    int64_t j = row[r];
+    int mod = 0;
+    if (l.count > 1 && j >= l.rows[0]) {
+      j -= l.rows[0];
+      mod = 1;
+      if (l.count > 2 && j >= l.rows[1]) {
+        j -= l.rows[1];
+        mod = 2;
+      }
+    }
+    brow[r] = static_cast<const T*>(mod == 0 ? l.b[0] : mod == 1 ? l.b[1] : l.b[2]) + j * l.b_stride;
+    ucol[r] = mod * l.rank;
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int64_t s = l.token_slots[m];
+    if (s < 0) continue;
+    const float* um = l.u + m * l.u_stride;
+    for (int64_t e = lane; e < l.rank; e += 32) {
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        acc[r][m] = fmaf(to_float(brow[r][s * l.rank + e]), um[ucol[r] + e], acc[r][m]);
+      }
+    }
+  }
+}
+
 template <class T, class OutT, int M, int UNROLL, int ROWS, int SPLIT, epilogue E>
 __global__ void __launch_bounds__(block_warps(SPLIT) * 32)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, int64_t n, int64_t k,
-                OutT* __restrict__ out, bool preload, rope_args<T> ra) {
+                OutT* __restrict__ out, bool preload, rope_args<T> ra, gemv_lora lora) {
   constexpr bool GLU = E == epilogue::glu, ROPE = E == epilogue::rope;
   static_assert((!GLU && !ROPE) || ROWS == 2, "a GLU or RoPE warp computes a pair of rows");
   constexpr int warps_per_block = block_warps(SPLIT);
@@ -81,14 +118,16 @@ __global__ void __launch_bounds__(block_warps(SPLIT) * 32)
   const int64_t head = ROPE ? row0 / ra.half : 0;
   const int j = ROPE ? static_cast<int>(row0 - head * ra.half) : 0;
   // Rows past n re-read the last row (their sums are not stored).
+  int64_t wrow_index[ROWS];
   const T* wrow[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
     if constexpr (ROPE) {
-      wrow[r] = w + (head * 2 * ra.half + j + r * ra.half) * k;
+      wrow_index[r] = head * 2 * ra.half + j + r * ra.half;
     } else {
-      wrow[r] = GLU ? w + (row0 + r * n) * k : w + (row0 + r < n ? row0 + r : n - 1) * k;
+      wrow_index[r] = GLU ? row0 + r * n : (row0 + r < n ? row0 + r : n - 1);
     }
+    wrow[r] = w + wrow_index[r] * k;
   }
   // ROPE: lane m's token's position, slot, cos and sin (host-uploaded
   // metadata and tables no kernel writes: read before the wait).
@@ -149,6 +188,9 @@ __global__ void __launch_bounds__(block_warps(SPLIT) * 32)
     pdl_begin();
     load(a, first);
   }
+  // The LoRA deltas (u is the kernel ahead's: after the wait) while the
+  // first weights are on their way; one warp of a split group adds them.
+  if (lora.count > 0 && part == 0) add_deltas<T, M, ROWS>(lora, wrow_index, lane, acc);
   for (int64_t base = first; base < k; base += 2 * stride) {
     if (base + stride < k) load(b, base + stride);
     compute(a, base);
@@ -267,13 +309,13 @@ constexpr int num_glu_variants = sizeof(glu_variants) / sizeof(glu_variants[0]);
 // rows; ROPE: the pairs, half the weight's rows).
 template <class T, class OutT, int M, int UNROLL, int ROWS, int SPLIT, epilogue E>
 void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, const rope_args<T>& ra,
-            cudaStream_t stream) {
+            const gemv_lora& lora, cudaStream_t stream) {
   const int64_t groups = E != epilogue::store ? n : (n + ROWS - 1) / ROWS;
   constexpr int per_block = block_warps(SPLIT) / SPLIT;
   const auto blocks = static_cast<unsigned>((groups + per_block - 1) / per_block);
   launch_pdl(gemv_kernel<T, OutT, M, UNROLL, ROWS, SPLIT, E>, blocks, block_warps(SPLIT) * 32, 0, stream,
              static_cast<const T*>(x), static_cast<const T*>(w), n, k, static_cast<OutT*>(out),
-             preload_enabled(), ra);
+             preload_enabled(), ra, lora);
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -281,10 +323,12 @@ void launch(const void* x, const void* w, int64_t n, int64_t k, void* out, const
 // GLU and ROPE): the kernel's unroll and rows come from the table itself.
 template <class T, class OutT, int M, epilogue E, size_t... I>
 void launch_variant(int variant, const void* x, const void* w, int64_t n, int64_t k, void* out,
-                    const rope_args<T>& ra, cudaStream_t stream, std::index_sequence<I...>) {
+                    const rope_args<T>& ra, const gemv_lora& lora, cudaStream_t stream,
+                    std::index_sequence<I...>) {
   constexpr const variant_info* table = E == epilogue::store ? variants : glu_variants;
   auto run = [&](auto i) {
-    launch<T, OutT, M, table[i].unroll, table[i].rows, table[i].split, E>(x, w, n, k, out, ra, stream);
+    launch<T, OutT, M, table[i].unroll, table[i].rows, table[i].split, E>(x, w, n, k, out, ra, lora,
+                                                                          stream);
     return true;
   };
   (void)((variant == static_cast<int>(I) && run(std::integral_constant<size_t, I>{})) || ...);
@@ -314,11 +358,12 @@ struct call {
   int64_t n, k;
   void* out;
   cudaStream_t stream;
+  const gemv_lora* lora = nullptr;
   rope_args<T> ra{};
   template <int M>
   void run() const {
     launch_variant<T, OutT, M, E>(
-        variant, x, w, n, k, out, ra, stream,
+        variant, x, w, n, k, out, ra, lora != nullptr ? *lora : gemv_lora{}, stream,
         std::make_index_sequence<E == epilogue::store ? num_variants : num_glu_variants>{});
   }
 };
@@ -352,24 +397,24 @@ bool gemv_supported(element_type t, int64_t m, int64_t k, const void* x, const v
 }
 
 void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, const void* w,
-          int64_t n, int64_t k, void* out, cudaStream_t stream) {
+          int64_t n, int64_t k, void* out, cudaStream_t stream, const gemv_lora* lora) {
   if (n == 0) return;
   if (t == element_type::bf16) {
     using bf16 = __nv_bfloat16;
-    if (out_f32) return with_rows(m, call<bf16, float, epilogue::store>{variant, x, w, n, k, out, stream});
-    return with_rows(m, call<bf16, bf16, epilogue::store>{variant, x, w, n, k, out, stream});
+    if (out_f32) return with_rows(m, call<bf16, float, epilogue::store>{variant, x, w, n, k, out, stream, lora});
+    return with_rows(m, call<bf16, bf16, epilogue::store>{variant, x, w, n, k, out, stream, lora});
   }
-  if (out_f32) return with_rows(m, call<__half, float, epilogue::store>{variant, x, w, n, k, out, stream});
-  return with_rows(m, call<__half, __half, epilogue::store>{variant, x, w, n, k, out, stream});
+  if (out_f32) return with_rows(m, call<__half, float, epilogue::store>{variant, x, w, n, k, out, stream, lora});
+  return with_rows(m, call<__half, __half, epilogue::store>{variant, x, w, n, k, out, stream, lora});
 }
 
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
-              int64_t k, void* out, cudaStream_t stream) {
+              int64_t k, void* out, cudaStream_t stream, const gemv_lora* lora) {
   if (d == 0) return;
   if (t == element_type::bf16) {
-    return with_rows(m, call<__nv_bfloat16, __nv_bfloat16, epilogue::glu>{variant, x, w, d, k, out, stream});
+    return with_rows(m, call<__nv_bfloat16, __nv_bfloat16, epilogue::glu>{variant, x, w, d, k, out, stream, lora});
   }
-  return with_rows(m, call<__half, __half, epilogue::glu>{variant, x, w, d, k, out, stream});
+  return with_rows(m, call<__half, __half, epilogue::glu>{variant, x, w, d, k, out, stream, lora});
 }
 
 int gemv_variant_of_glu(int glu_variant) {
@@ -395,7 +440,7 @@ void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, 
                          const void* bias, int64_t k, int64_t q_heads, int64_t kv_heads,
                          int64_t head_dim, const int32_t* positions, const float* cos_table,
                          const float* sin_table, const int32_t* slot_mapping, void* q_out,
-                         void* k_cache, void* v_cache, cudaStream_t stream) {
+                         void* k_cache, void* v_cache, cudaStream_t stream, const gemv_lora* lora) {
   const int64_t pairs = (q_heads + 2 * kv_heads) * head_dim / 2;
   if (pairs == 0) return;
   auto go = [&](auto tag) {
@@ -412,7 +457,7 @@ void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, 
     ra.q_out = static_cast<T*>(q_out);
     ra.k_cache = static_cast<T*>(k_cache);
     ra.v_cache = static_cast<T*>(v_cache);
-    with_rows(m, call<T, T, epilogue::rope>{variant, x, w, pairs, k, nullptr, stream, ra});
+    with_rows(m, call<T, T, epilogue::rope>{variant, x, w, pairs, k, nullptr, stream, lora, ra});
   };
   if (t == element_type::bf16) return go(__nv_bfloat16{});
   go(__half{});

@@ -25,6 +25,28 @@ constexpr int gemv_max_rows = 8;
 // "Decode products").
 constexpr int gemv_split_max_rows = 2;
 
+// LoRA deltas inside a product (docs/lora.md, "Decode"): the weight's rows
+// fall in up to three modules, side by side (q, k, v; gate, up; one), and
+// token i with adapter slot s = token_slots[i] >= 0 adds to its output of
+// weight row j, before the epilogue, sum over e < rank of
+// b_m[j - first row of m][s * rank + e] * u[i * u_stride + m * rank + e]
+// (u: the shrink's float32 sums of the token's own adapter, module m at
+// columns m * rank: lora_shrink in kernels/cuda/lora/sgmv.h, the kernel
+// ahead), m the module row j falls in. Tokens of slot -1 add nothing. b_m
+// is lora_B of every slot, [rows_m, slots * rank] of the product's type.
+// count 0: no deltas.
+constexpr int gemv_lora_max_modules = 3;
+struct gemv_lora {
+  int count = 0;
+  const void* b[gemv_lora_max_modules] = {};
+  int64_t rows[gemv_lora_max_modules] = {};
+  int64_t b_stride = 0;  // slots * rank
+  int64_t rank = 0;
+  const float* u = nullptr;
+  int64_t u_stride = 0;
+  const int32_t* token_slots = nullptr;  // [m]
+};
+
 // Variants 0 .. gemv_num_variants() - 1.
 int gemv_num_variants();
 const char* gemv_variant_name(int variant);
@@ -37,8 +59,9 @@ bool gemv_supported(element_type t, int64_t m, int64_t k, const void* x, const v
 
 // out row i starts at out + i * n (elements of the output type: t, or
 // float32 when out_f32). REQUIRES: gemv_supported(t, m, k, x, w).
+// `lora`: deltas added before the store (null: none).
 void gemv(element_type t, bool out_f32, int variant, const void* x, int64_t m, const void* w,
-          int64_t n, int64_t k, void* out, cudaStream_t stream);
+          int64_t n, int64_t k, void* out, cudaStream_t stream, const gemv_lora* lora = nullptr);
 
 // The gate/up product with SiLU-and-mul in one kernel (gated_linear): w is
 // [2d, k] (gate rows, then up rows), out [m, d] of type t:
@@ -51,8 +74,10 @@ int gemv_glu_num_variants();
 const char* gemv_glu_variant_name(int variant);
 int gemv_glu_variant_split(int variant);
 int gemv_variant_of_glu(int glu_variant);
+// `lora`: deltas added to the gate and up sums (modules gate, up) before
+// the rounding and SiLU-and-mul.
 void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void* w, int64_t d,
-              int64_t k, void* out, cudaStream_t stream);
+              int64_t k, void* out, cudaStream_t stream, const gemv_lora* lora = nullptr);
 
 // The fused q/k/v projection with qkv_rope_cache in its epilogue (decode):
 // w is [(q_heads + 2 kv_heads) * head_dim, k] (q, k, v heads), bias one
@@ -61,13 +86,16 @@ void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void*
 // q_out [m, q_heads * head_dim], k and v to the caches at slot_mapping[i]
 // (-1: skipped): bit for bit gemv() with gemv_variant_of_glu(variant),
 // add_bias and qkv_rope_cache without q/k norms. `variant` indexes the
-// GEMV-GLU table (pairs of rows). REQUIRES: gemv_rope_supported.
+// GEMV-GLU table (pairs of rows). `lora`: deltas (modules q, k, v) added
+// to the sums before the rounding, bias and rotation. REQUIRES:
+// gemv_rope_supported.
 bool gemv_rope_supported(element_type t, int64_t m, int64_t k, int64_t head_dim, const void* x,
                          const void* w);
 void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, const void* w,
                          const void* bias, int64_t k, int64_t q_heads, int64_t kv_heads,
                          int64_t head_dim, const int32_t* positions, const float* cos_table,
                          const float* sin_table, const int32_t* slot_mapping, void* q_out,
-                         void* k_cache, void* v_cache, cudaStream_t stream);
+                         void* k_cache, void* v_cache, cudaStream_t stream,
+                         const gemv_lora* lora = nullptr);
 
 }  // namespace troupe::cuda

@@ -18,7 +18,9 @@
 // row (rank contiguous values, read once per tile) and keeps one float32
 // sum per token, then adds each to out in float32 and rounds once.
 //
-// Both kernels call pdl_begin() first, before any memory access.
+// The expand calls pdl_begin() first, before any memory access; the shrink
+// lets the next kernel be scheduled at its start, and reads its tile and
+// requests its lora_A rows into L2 before its wait (launch.cuh).
 #include "kernels/cuda/lora/sgmv.h"
 
 #include <cuda_bf16.h>
@@ -107,16 +109,31 @@ inline unsigned tile_blocks(const lora_args& p, int64_t tile_tokens) {
 // Loops are fully unrolled with predicates, never `break`: the partial
 // sums stay in registers.
 template <class T, int shrink_rows, int shrink_threads>
-__global__ void __launch_bounds__(shrink_threads) shrink_kernel(lora_args p, int groups) {
-  pdl_begin();
+__global__ void __launch_bounds__(shrink_threads) shrink_kernel(lora_args p, int groups, bool preload) {
+  // The next kernel (the expand, or the GEMV that adds it) may be
+  // scheduled at once: its weights then arrive while this one runs. The
+  // tile (host-uploaded slot starts) and the block's lora_A rows (weights:
+  // uploads, never a kernel's writes) before the PDL wait: the rows are
+  // requested into L2 while the kernel ahead finishes.
+  if (preload) pdl_schedule_next();
   const tile_range tr = tile_of<shrink_tile>(p);
-  if (tr.begin >= tr.end) return;
+  if (tr.begin >= tr.end) {
+    pdl_begin();
+    return;
+  }
   const int m = static_cast<int>(blockIdx.y) / groups;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y % groups) * shrink_rows;
   const int rows = static_cast<int>(p.rank - r0 < shrink_rows ? p.rank - r0 : shrink_rows);
   const int ntok = static_cast<int>(tr.end - tr.begin);
   const T* x = static_cast<const T*>(p.x);
   const T* a = static_cast<const T*>(p.modules[m].a) + (tr.slot * p.rank + r0) * p.in;
+  if (preload) {
+    constexpr int64_t line = 128 / sizeof(T);  // elements a 128-byte line
+    for (int64_t e = static_cast<int64_t>(threadIdx.x) * line; e < rows * p.in; e += shrink_threads * line) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(a + e));
+    }
+  }
+  pdl_begin();
   const T* xs[shrink_tile];
 #pragma unroll
   for (int i = 0; i < shrink_tile; ++i) {
@@ -294,9 +311,11 @@ void run_shrink(const lora_args& p, cudaStream_t stream) {
   const int groups = static_cast<int>((p.rank + rows - 1) / rows);
   const dim3 shrink_grid(tile_blocks(p, shrink_tile), static_cast<unsigned>(p.count * groups));
   if (rows == shrink_rows_few) {  // 512 threads: a short walk over k each
-    launch_pdl(shrink_kernel<T, shrink_rows_few, 512>, shrink_grid, dim3(512), 0, stream, p, groups);
+    launch_pdl(shrink_kernel<T, shrink_rows_few, 512>, shrink_grid, dim3(512), 0, stream, p, groups,
+               preload_enabled());
   } else {
-    launch_pdl(shrink_kernel<T, shrink_rows_many, threads>, shrink_grid, dim3(threads), 0, stream, p, groups);
+    launch_pdl(shrink_kernel<T, shrink_rows_many, threads>, shrink_grid, dim3(threads), 0, stream, p, groups,
+               preload_enabled());
   }
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
@@ -349,6 +368,17 @@ void lora_mask_slots(element_type type, const float* u32, void* u, int64_t n, in
       break;
   }
   TROUPE_CUDA_CHECK(cudaGetLastError());
+}
+
+void lora_shrink(const lora_args& p, cudaStream_t stream) {
+  TROUPE_CHECK(p.count >= 1 && p.count <= lora_max_modules && p.n <= lora_few_tokens);
+  TROUPE_CHECK(p.rank >= 1 && p.rank <= lora_max_rank && p.u_stride >= p.count * p.rank);
+  if (p.n == 0) return;
+  switch (p.type) {
+    case element_type::f32: return run_shrink<float>(p, stream);
+    case element_type::bf16: return run_shrink<__nv_bfloat16>(p, stream);
+    case element_type::f16: return run_shrink<__half>(p, stream);
+  }
 }
 
 void lora_add(const lora_args& p, cudaStream_t stream) {

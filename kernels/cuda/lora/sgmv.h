@@ -59,6 +59,12 @@ struct lora_args {
 // <= lora_max_rank, u_stride >= count * rank, the columns within out_stride.
 void lora_add(const lora_args& args, cudaStream_t stream);
 
+// The shrink alone (u for the tokens with a slot; out unused), for the
+// decode GEMV that adds the expand itself (gemv.h gemv_lora): the SIMT
+// kernel of steps of up to lora_few_tokens tokens. REQUIRES: as lora_add,
+// n <= lora_few_tokens.
+void lora_shrink(const lora_args& args, cudaStream_t stream);
+
 // The dense path's mask: u32 is [n, count * slots * rank] float32 (the
 // shrink's sums for every slot), module m at columns m * slots * rank, slot
 // s of it at s * rank; u (same shape, of `type`) gets each token's own
