@@ -27,6 +27,7 @@ namespace {
 struct shape {
   int64_t n, in, rank, slots, col0, width;
   std::vector<int64_t> outs;  // each module's out_cols
+  int64_t run = 0;  // > 0: token t in slot (t / run) % slots (else drawn)
 };
 
 class cuda_lora : public cuda_lora_fixture {
@@ -60,6 +61,7 @@ class cuda_lora : public cuda_lora_fixture {
     }
     const tensor scratch = ops_->alloc(dtype::f32, s.n, ops_->lora_scratch_cols(count, s.slots, s.rank));
     std::vector<int32_t> slots = draw_slots(s.n, s.slots), sorted, starts;
+    for (int64_t t = 0; t < s.n && s.run > 0; ++t) slots[t] = static_cast<int32_t>((t / s.run) % s.slots);
     sort_tokens_by_slot(slots, static_cast<int32_t>(s.slots), sorted, starts);
     int32_t* dslots = ints(slots);
     int32_t* dsorted = ints(sorted);
@@ -140,6 +142,10 @@ TEST_F(cuda_lora, matches_the_reference) {
       {19, 100, 64, 5, 7, 160, {150}},        // in off the vector: scalar paths
       {64, 512, 5, 4, 0, 77, {77}},           // dense, rank off the vector
       {64, 512, 5, 60, 0, 77, {77}},          // SIMT, rank off the vector
+      // Every slot one token past a whole tile: the grids' tile bound is
+      // met exactly (shrink tiles of 4, expand of 16; tensor cores, 64).
+      {15, 256, 16, 3, 0, 128, {96, 32}, 5},
+      {1105, 256, 16, 17, 0, 96, {96}, 65},
   };
   for (dtype type : {dtype::f32, dtype::bf16, dtype::f16}) {
     for (const shape& s : shapes) check(type, s);
