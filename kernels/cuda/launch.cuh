@@ -46,6 +46,11 @@ __device__ __forceinline__ void pdl_begin() {
 // the kernel ahead: for a short kernel whose successor's prologue (its
 // weights requested before its wait) should overlap it, as the LoRA shrink
 // before the decode GEMV that adds the deltas (kernels/cuda/lora/sgmv.cu).
+// Such a kernel must still have every block call pdl_begin() before it
+// exits (early exits too): its completion is then the kernel ahead's too,
+// which is what its successor's wait relies on. Its successor's part
+// before the wait may run beside the kernel two back, so it too may read
+// only what no kernel writes (as above).
 __device__ __forceinline__ void pdl_schedule_next() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);

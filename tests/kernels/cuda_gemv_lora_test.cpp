@@ -1,7 +1,7 @@
 // The decode GEMV with the LoRA deltas inside it (kernels/cuda/gemm/gemv.h,
 // gemv_lora): the plain product against a double-precision reference of
 // x w^T plus each token's own adapter's B_s u (every variant, 1-8 tokens
-// with slot -1 among them, one to three modules, ranks 16 and 5, outputs
+// with slot -1 among them, one to three modules, ranks 16, 5 and 40, outputs
 // in the input type and in float32); the GLU and RoPE forms bit for bit
 // the plain product with the same deltas followed by silu_and_mul, or by
 // add_bias and qkv_rope_cache. Skipped where no CUDA device is visible
@@ -118,7 +118,7 @@ TEST_F(cuda_gemv_lora, every_variant_adds_each_tokens_delta) {
     for (const shape& s : shapes) {
       int64_t n = 0;
       for (int64_t r : s.rows) n += r;
-      for (int64_t rank : {16, 5}) {
+      for (int64_t rank : {16, 5, 40}) {  // (40: lanes walk the rank twice)
         for (int64_t m = 1; m <= cuda::gemv_max_rows; ++m) {
           std::vector<float> hx, hw;
           const tensor x = random_tensor(type, m, s.k, 1.0f, hx), w = random_tensor(type, n, s.k, 0.1f, hw);

@@ -1,10 +1,12 @@
 // Multi-LoRA by adapter slot (sgmv.h). A block takes one slot s and a tile
 // of its tokens (lora_batch.sorted_tokens from
 // slot_starts[s]; tile_of numbers the tiles slot after slot); the grid has
-// ceil(n / tile) + min(slots, n) - 1 blocks along x, enough for any
-// assignment (k slots with c_s tokens each take sum ceil(c_s / tile) <= k
-// + floor((n - k) / tile) tiles) and depending on n alone, and blocks past
-// the last tile exit at once (a decode token: one block, not 1 + slots).
+// K + floor((n - K) / tile) blocks along x, K = min(slots, n): the most
+// tiles any assignment takes (k slots holding c_s >= 1 of the n tokens
+// take sum ceil(c_s / tile) = k + sum floor((c_s - 1) / tile) <= k +
+// floor((n - k) / tile), which grows with k), depending on n alone; blocks
+// past the last tile exit at once (a decode token: one block, not 1 +
+// slots).
 //
 // shrink: grid (slot x tile of 4 tokens, module x group of 16 rank rows;
 // 4 rows and 512 threads for steps of up to 16 tokens, so that a decode
@@ -63,9 +65,8 @@ struct tile_range {
 };
 
 // Block x's slot and tile of tokens [begin, end) in sorted_tokens: the
-// tiles of slot 0, then slot 1's, ... (a grid of ceil(n / TILE) +
-// min(slots, n) - 1 blocks covers any assignment; the rest find no tile
-// and exit).
+// tiles of slot 0, then slot 1's, ... (tile_blocks() blocks cover any
+// assignment; the rest find no tile and exit).
 template <int TILE>
 __device__ __forceinline__ tile_range tile_of(const lora_args& p) {
   int64_t b = blockIdx.x;
@@ -104,9 +105,11 @@ __device__ __forceinline__ module_chunk module_chunk_of(const lora_args& p, int 
   return r;
 }
 
-// Blocks a grid needs for tiles of `tile_tokens`.
+// Blocks a grid needs for tiles of `tile_tokens`: the most tiles n tokens
+// over the slots can take (the file's comment; 0 for no tokens).
 inline unsigned tile_blocks(const lora_args& p, int64_t tile_tokens) {
-  return static_cast<unsigned>((p.n + tile_tokens - 1) / tile_tokens + (p.slots < p.n ? p.slots : p.n) - 1);
+  const int64_t k = p.slots < p.n ? p.slots : p.n;
+  return static_cast<unsigned>(k + (p.n - k) / tile_tokens);
 }
 
 // Loops are fully unrolled with predicates, never `break`: the partial
