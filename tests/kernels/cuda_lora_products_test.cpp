@@ -139,26 +139,23 @@ TEST_F(cuda_lora_products, cuda_ops_products_match_the_unfused_ops) {
       expect_close(get(q), get(q2), mag_q, what + when + " qkv_linear_rope_cache");
     };
     check("");
-    // Captured, then replayed after the slots moved (same arrays).
+    // Captured, then replayed with other slots in the same arrays.
     ops_->begin_capture();
     fused();
     ops_->end_capture(100 + m);
-    token_slots = slots_of(m, slots, 2);
-    sort_tokens_by_slot(token_slots, static_cast<int32_t>(slots), sorted, starts);
-    ops_->upload_ints(token_slots.data(), dslots, m);
-    ops_->upload_ints(sorted.data(), dsorted, m);
-    ops_->upload_ints(starts.data(), dstarts, slots + 1);
-    ops_->launch_graph(100 + m);
-    check(" graph");
+    auto replay_with = [&](const std::vector<int32_t>& new_slots, const std::string& when) {
+      token_slots = new_slots;
+      sort_tokens_by_slot(token_slots, static_cast<int32_t>(slots), sorted, starts);
+      ops_->upload_ints(token_slots.data(), dslots, m);
+      ops_->upload_ints(sorted.data(), dsorted, m);
+      ops_->upload_ints(starts.data(), dstarts, slots + 1);
+      ops_->launch_graph(100 + m);
+      check(when);
+    };
+    replay_with(slots_of(m, slots, 2), " graph");
     // Every token the base model's: every shrink block exits at once (and
     // still waits for the kernel ahead before it does).
-    token_slots.assign(static_cast<size_t>(m), -1);
-    sort_tokens_by_slot(token_slots, static_cast<int32_t>(slots), sorted, starts);
-    ops_->upload_ints(token_slots.data(), dslots, m);
-    ops_->upload_ints(sorted.data(), dsorted, m);
-    ops_->upload_ints(starts.data(), dstarts, slots + 1);
-    ops_->launch_graph(100 + m);
-    check(" graph, no adapter");
+    replay_with(std::vector<int32_t>(static_cast<size_t>(m), -1), " graph, no adapter");
   }
 }
 

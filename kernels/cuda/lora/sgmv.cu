@@ -376,26 +376,27 @@ void lora_mask_slots(element_type type, const float* u32, void* u, int64_t n, in
   TROUPE_CUDA_CHECK(cudaGetLastError());
 }
 
-void lora_shrink(const lora_args& p, cudaStream_t stream) {
-  TROUPE_CHECK(p.count >= 1 && p.count <= lora_max_modules && p.n <= lora_few_tokens);
+namespace {
+
+// lora_shrink's and lora_add's shared preconditions.
+void check_args(const lora_args& p) {
+  TROUPE_CHECK(p.count >= 1 && p.count <= lora_max_modules);
   TROUPE_CHECK(p.rank >= 1 && p.rank <= lora_max_rank && p.u_stride >= p.count * p.rank);
+}
+
+}  // namespace
+
+void lora_shrink(const lora_args& p, cudaStream_t stream) {
+  check_args(p);
+  TROUPE_CHECK(p.n <= lora_few_tokens);
   if (p.n == 0) return;
-  switch (p.type) {
-    case element_type::f32: return run_shrink<float>(p, stream);
-    case element_type::bf16: return run_shrink<__nv_bfloat16>(p, stream);
-    case element_type::f16: return run_shrink<__half>(p, stream);
-  }
+  by_element_type(p.type, [&](auto tag) { run_shrink<decltype(tag)>(p, stream); });
 }
 
 void lora_add(const lora_args& p, cudaStream_t stream) {
-  TROUPE_CHECK(p.count >= 1 && p.count <= lora_max_modules);
-  TROUPE_CHECK(p.rank >= 1 && p.rank <= lora_max_rank && p.u_stride >= p.count * p.rank);
+  check_args(p);
   if (p.n == 0) return;
-  switch (p.type) {
-    case element_type::f32: return run<float>(p, stream);
-    case element_type::bf16: return run<__nv_bfloat16>(p, stream);
-    case element_type::f16: return run<__half>(p, stream);
-  }
+  by_element_type(p.type, [&](auto tag) { run<decltype(tag)>(p, stream); });
 }
 
 }  // namespace troupe::cuda
