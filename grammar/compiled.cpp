@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
+#include <unordered_map>
 
 namespace troupe::grammar {
 namespace {
@@ -18,6 +20,11 @@ constexpr size_t kMaxStates = 300'000;
 // large to compile at a request's edge.
 constexpr int64_t kMaxBuildSteps = 4'000'000;
 constexpr size_t kMaxRules = 4000;
+// NFA states visited while making the automata deterministic (each subset's
+// closure, its lookup and its edges, summed over every subset): a state
+// bound alone lets nested counted repeats such as (.{0,40}){0,40} make a
+// few thousand subsets of thousands of NFA states each (minutes of work).
+constexpr int64_t kMaxSubsetWork = 10'000'000;
 
 using class_set = std::bitset<256>;
 
@@ -37,6 +44,15 @@ struct nfa {
     bytes.emplace_back();
     calls.emplace_back();
     return static_cast<int32_t>(eps.size()) - 1;
+  }
+};
+
+// FNV-1a over a sorted NFA state set (the subset construction's map key).
+struct set_hash {
+  size_t operator()(const std::vector<int32_t>& set) const {
+    uint64_t h = 1469598103934665603ULL;
+    for (int32_t s : set) h = (h ^ static_cast<uint32_t>(s)) * 1099511628211ULL;
+    return static_cast<size_t>(h);
   }
 };
 
@@ -98,6 +114,15 @@ class automaton_builder {
     return c;
   }
 
+  // classes_of a bytes node's set, computed once per node (a repeated item
+  // is built many times).
+  const class_set& node_classes(int32_t id) {
+    if (node_classes_.empty()) node_classes_.resize(g_.nodes().size());
+    auto& c = node_classes_[static_cast<size_t>(id)];
+    if (!c) c = classes_of(g_.at(id).set);
+    return *c;
+  }
+
   // Thompson construction: the automaton for node id from state `from`;
   // returns its end state.
   result<int32_t> build(nfa& a, int32_t id, int32_t from) {
@@ -109,7 +134,7 @@ class automaton_builder {
     switch (n.kind) {
       case node::bytes: {
         const int32_t to = a.add();
-        if (n.set.any()) a.bytes[static_cast<size_t>(from)].push_back({classes_of(n.set), to});
+        if (n.set.any()) a.bytes[static_cast<size_t>(from)].push_back({node_classes(id), to});
         return to;
       }
       case node::seq: {
@@ -166,22 +191,29 @@ class automaton_builder {
     return make_error("grammar node of unknown kind");
   }
 
-  static void closure(const nfa& a, std::vector<int32_t>& set) {
+  // The epsilon closure of `set`, sorted. Marks states with a generation
+  // stamp (no per-call allocation of the NFA's size).
+  void closure(const nfa& a, std::vector<int32_t>& set) {
+    if (mark_.size() < a.eps.size()) mark_.resize(a.eps.size(), 0);
+    if (++generation_ == 0) {  // wrapped: start the stamps over
+      std::fill(mark_.begin(), mark_.end(), 0);
+      generation_ = 1;
+    }
     std::vector<int32_t> todo = set;
-    std::vector<bool> seen(a.eps.size());
-    for (int32_t s : set) seen[static_cast<size_t>(s)] = true;
+    for (int32_t s : set) mark_[static_cast<size_t>(s)] = generation_;
     while (!todo.empty()) {
       const int32_t s = todo.back();
       todo.pop_back();
       for (int32_t t : a.eps[static_cast<size_t>(s)]) {
-        if (!seen[static_cast<size_t>(t)]) {
-          seen[static_cast<size_t>(t)] = true;
+        if (mark_[static_cast<size_t>(t)] != generation_) {
+          mark_[static_cast<size_t>(t)] = generation_;
           set.push_back(t);
           todo.push_back(t);
         }
       }
     }
     std::sort(set.begin(), set.end());
+    subset_work_ += static_cast<int64_t>(set.size());
   }
 
   // The rule's automaton, made deterministic, appended to out_'s states.
@@ -190,7 +222,7 @@ class automaton_builder {
     const int32_t start = a.add();
     result<int32_t> end = build(a, g_.rules()[static_cast<size_t>(r)].body, start);
     if (!end) return std::move(end).take_error();
-    std::map<std::vector<int32_t>, int32_t> ids;  // NFA state set -> global state
+    std::unordered_map<std::vector<int32_t>, int32_t, set_hash> ids;  // NFA state set -> global state
     std::vector<std::vector<int32_t>> pending;
     const auto state_for = [&](std::vector<int32_t> set) -> int32_t {
       closure(a, set);
@@ -211,13 +243,19 @@ class automaton_builder {
       if (out_->states_.size() > kMaxStates) {
         return make_error("grammar too large (its automata pass " + std::to_string(kMaxStates) + " states)");
       }
+      if (subset_work_ > kMaxSubsetWork) {
+        return make_error("grammar too large (making its automata deterministic passes " +
+                          std::to_string(kMaxSubsetWork) + " steps)");
+      }
       const std::vector<int32_t> set = std::move(pending.back());
       pending.pop_back();
       const int32_t id = ids.at(set);
       std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
       std::map<int32_t, std::vector<int32_t>> by_rule;
+      subset_work_ += static_cast<int64_t>(set.size());
       for (int32_t s : set) {
         for (const nfa::byte_edge& e : a.bytes[static_cast<size_t>(s)]) {
+          subset_work_ += classes;
           for (int32_t c = 0; c < classes; ++c) {
             if (e.classes[static_cast<size_t>(c)]) by_class[static_cast<size_t>(c)].push_back(e.to);
           }
@@ -421,6 +459,10 @@ class automaton_builder {
   const grammar& g_;
   std::shared_ptr<compiled_grammar> out_;
   int64_t build_steps_ = 0;
+  int64_t subset_work_ = 0;         // kMaxSubsetWork
+  std::vector<std::optional<class_set>> node_classes_;
+  std::vector<uint32_t> mark_;      // closure's stamps, per NFA state
+  uint32_t generation_ = 0;
 };
 
 result<std::shared_ptr<const compiled_grammar>> compiled_grammar::compile(const grammar& g) {

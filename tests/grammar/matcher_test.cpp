@@ -170,6 +170,12 @@ TEST(Compile, RunawayRepeatsAndAmbiguityAreBounded) {
   c.kind = output_constraint::regex;
   c.text = "(((){0,10000}){10000}){10000}";
   expect_compile_error(c, "too large");
+  // Found by fuzz_grammar (CI, 2026-11-29): nested counted repeats of "."
+  // made a few thousand subsets of thousands of NFA states each (over a
+  // minute of subset construction under the state limit); the work of
+  // making the automata deterministic is bounded too.
+  c.text = "(.{0,40}){0,40}";
+  expect_compile_error(c, "making its automata deterministic");
 
   const grammar g = ebnf("root ::= s\ns ::= \"x\" s | \"x\" t | \"\"\nt ::= s\n");
   auto vocab = std::make_shared<const token_vocabulary>(std::vector<std::string>{"x", "xx", "y"}, 3);
