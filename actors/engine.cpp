@@ -50,6 +50,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.num_speculative_tokens = speculative_settings_of(config).num_speculative_tokens;
   l.max_loras = config.enable_lora ? config.max_loras : 0;
   l.batch_invariant = config.batch_invariant;
+  l.log_expert_counts = config.log_expert_counts && model.moe.num_experts > 0;
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
   engine_config resolved = config;
@@ -301,6 +302,11 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));
   sl.seed = static_cast<uint64_t>(config.seed);
   sl.async_scheduling = overlap;
+  sl.log_expert_counts = limits->log_expert_counts;
+  if (config.log_expert_counts && !limits->log_expert_counts) {
+    get_logger("engine")->warn("log_expert_counts: {} has no experts; nothing to count",
+                               model->architecture);
+  }
   // Pipeline stages: P micro-batches in flight so that every stage has one
   // to run (TROUPE_PIPELINE_MICROBATCHES=0: one step at a time, to compare).
   if (const char* mb = std::getenv("TROUPE_PIPELINE_MICROBATCHES");

@@ -44,6 +44,7 @@ struct engine_limits {
   int64_t num_speculative_tokens = 0;  // speculative_config's K; 0: off
   int64_t max_loras = 0;               // LoRA device slots; 0: no LoRA
   bool batch_invariant = false;        // engine_config's
+  bool log_expert_counts = false;      // engine_config's
 };
 
 // Computes the limits; fails when the KV cache cannot hold one sequence of

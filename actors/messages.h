@@ -13,6 +13,7 @@
 
 #include "actors/sampling_params.h"
 #include "kernels/cpu/sampler.h"  // token_logprobs
+#include "model/expert_counts.h"
 
 namespace troupe {
 
@@ -485,6 +486,10 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.max_loras, x.running_lora_ids, x.waiting_lora_ids);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expert_counts& x) {
+  return f(caf::meta::type_name("expert_counts"), x.experts, x.layers, x.counts);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, draft_sync& x) {
   return f(caf::meta::type_name("draft_sync"), x.ids, x.tokens, x.whole, x.removed,
            x.propose_ids, x.propose_limits);
@@ -541,6 +546,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::pipe_activations))
 CAF_ADD_TYPE_ID(troupe, (troupe::worker_hello))
 CAF_ADD_TYPE_ID(troupe, (troupe::worker_welcome))
 CAF_ADD_TYPE_ID(troupe, (troupe::worker_ready))
+CAF_ADD_TYPE_ID(troupe, (troupe::expert_counts))
 // Atoms: get_stats (anyone -> scheduler; reply engine_stats); log_stats
 // (scheduler -> itself, every 5 s); step (scheduler -> itself: a retry after a transaction scheduled nothing);
 // flush (scheduler -> worker: finish the launched steps and answer them);
@@ -549,7 +555,8 @@ CAF_ADD_TYPE_ID(troupe, (troupe::worker_ready))
 // stage_results (worker group -> the workers of pipeline stages before the
 // last, with the last stage's step_output: its tokens join their requests);
 // shutdown (the head's engine, stopping -> each `troupe worker` process;
-// reply: shutdown, then the worker exits 0).
+// reply: shutdown, then the worker exits 0); get_expert_counts (scheduler
+// -> worker or worker group, with log_expert_counts; reply expert_counts).
 CAF_ADD_ATOM(troupe, troupe::atoms, get_stats, "get_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, log_stats, "log_stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, step, "step")
@@ -557,4 +564,5 @@ CAF_ADD_ATOM(troupe, troupe::atoms, flush, "flush")
 CAF_ADD_ATOM(troupe, troupe::atoms, lora_read, "lora_read")
 CAF_ADD_ATOM(troupe, troupe::atoms, stage_results, "stage_res")
 CAF_ADD_ATOM(troupe, troupe::atoms, shutdown, "shutdown")
+CAF_ADD_ATOM(troupe, troupe::atoms, get_expert_counts, "get_xcount")
 CAF_END_TYPE_ID_BLOCK(troupe)

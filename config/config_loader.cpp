@@ -76,7 +76,7 @@ const std::vector<field>& fields() {
       {"api_key", &c::api_key}, {"http_read_timeout", &c::http_read_timeout},
       {"http_write_timeout", &c::http_write_timeout}, {"drain_timeout", &c::drain_timeout},
       {"num_io_threads", &c::num_io_threads}, {"http_send_buffer_kib", &c::http_send_buffer_kib},
-      {"log_level", &c::log_level},
+      {"log_level", &c::log_level}, {"log_expert_counts", &c::log_expert_counts},
   };
   return table;
 }

@@ -164,6 +164,9 @@ struct engine_config {
 
   // Logging.
   std::string log_level = "info";  // trace | debug | info | warn | error | off
+  // Mixture-of-experts models: the periodic stats line is followed by the
+  // tokens each expert was routed over the interval (load imbalance).
+  bool log_expert_counts = false;
 };
 
 // Adapters kept in host memory: max_cpu_loras when set (> 0), else max_loras.

@@ -145,6 +145,18 @@ inline void sort_tokens_by_slot(const std::vector<int32_t>& token_slots, int32_t
   starts.resize(static_cast<size_t>(slots) + 1);
 }
 
+// Where moe_mlp counts its routing (both pointers into alloc_ints memory):
+// unless `counts` is null, every token t with token_slots[t] >= 0 (every
+// token when token_slots is null) adds one to counts[e] for each expert e
+// it is routed to. The counters are uint32 in int32 storage and wrap;
+// readers take differences modulo 2^32 (the stats line's per-interval
+// counts). token_slots is the forward pass's slot mapping, whose -1 rows
+// are a CUDA graph's padding, not tokens.
+struct moe_counts {
+  int32_t* counts = nullptr;
+  const int32_t* token_slots = nullptr;
+};
+
 // A mixture-of-experts MLP's sizes (ops::reserve_moe).
 struct moe_shape {
   int64_t max_tokens = 0, num_experts = 0, top_k = 0, inter = 0, hidden = 0;
@@ -204,6 +216,9 @@ class ops {
   // dst[:, col0 .. col0 + cols) = host [dst.rows, cols] (converted).
   virtual void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) = 0;
   virtual void upload_ints(const int32_t* host, int32_t* dst, int64_t n) = 0;
+  // host = src [n] (memory from alloc_ints), once the kernels queued
+  // before it have run (synchronises).
+  virtual void download_ints(const int32_t* src, int32_t* host, int64_t n) = 0;
   // Packed weights (GPTQ / AWQ, model/quant_pack.h): whether this backend
   // computes products with weights packed as `q` describes in a model of
   // `type` (cuda: 4 or 8 bits; the cpu backend dequantizes at load and
@@ -327,8 +342,9 @@ class ops {
   // token's router_logits row [n, E] picks top_k experts (softmax in float32,
   // renormalised when `renormalize`); out [n, h] = their weighted
   // down_e(silu(gate_e x) * up_e x), with gate_up [E * 2I, h] (expert e's
-  // gate rows, then its up rows) and down [E * h, I]. Only where
-  // supports_moe() (the cpu and cuda backends; the model refuses others).
+  // gate rows, then its up rows) and down [E * h, I]; `counts` (when set)
+  // tallies the routing (moe_counts). Only where supports_moe() (the cpu
+  // and cuda backends; the model refuses others).
   virtual bool supports_moe() const { return false; }
   // Sizes moe_mlp's scratch for steps of up to shape.max_tokens tokens:
   // called once by the model at load, before any forward pass or graph
@@ -337,7 +353,7 @@ class ops {
   virtual void reserve_moe(const moe_shape& /*shape*/, dtype /*type*/) {}
   virtual void moe_mlp(const tensor& /*x*/, const tensor& /*router_logits*/, const tensor& /*gate_up*/,
                        const tensor& /*down*/, int64_t /*num_experts*/, int64_t /*top_k*/,
-                       bool /*renormalize*/, const tensor& /*out*/) {
+                       bool /*renormalize*/, const tensor& /*out*/, const moe_counts& /*counts*/ = {}) {
     TROUPE_CHECK_MSG(false, "moe_mlp on a backend without supports_moe()");
   }
   // LoRA (multi-adapter batches; Punica's shrink, then expand) for `count`

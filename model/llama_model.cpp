@@ -363,6 +363,32 @@ void llama_model::build_rope(int64_t max_position) {
   ops_.upload(sin_host.data(), rope_.sin);
 }
 
+void llama_model::enable_expert_counts() {
+  if (expert_counts_ != nullptr) return;
+  int64_t rows = 0;
+  expert_count_rows_.assign(layers_.size(), -1);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].moe) expert_count_rows_[i] = rows++;
+  }
+  if (rows == 0) return;
+  const std::vector<int32_t> zeros(static_cast<size_t>(rows * config_.moe.num_experts), 0);
+  expert_counts_ = ops_.alloc_ints(static_cast<int64_t>(zeros.size()));
+  ops_.upload_ints(zeros.data(), expert_counts_, static_cast<int64_t>(zeros.size()));
+}
+
+expert_counts llama_model::read_expert_counts() {
+  expert_counts out;
+  if (expert_counts_ == nullptr) return out;
+  out.experts = config_.moe.num_experts;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (expert_count_rows_[i] >= 0) out.layers.push_back(static_cast<int32_t>(stage_.begin + static_cast<int64_t>(i)));
+  }
+  std::vector<int32_t> host(out.layers.size() * static_cast<size_t>(out.experts));
+  ops_.download_ints(expert_counts_, host.data(), static_cast<int64_t>(host.size()));
+  out.counts.assign(host.begin(), host.end());  // the counters are uint32 (ops.h moe_counts)
+  return out;
+}
+
 void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cache_layer& cache) {
   const layer_weights& w = weights_for_run(layer);
   const bool first = stage_.begin + static_cast<int64_t>(layer) == 0, lora = lora_enabled() && in.any_lora;
@@ -401,8 +427,13 @@ void llama_model::run_layer(size_t layer, const forward_inputs& in, const kv_cac
   if (w.moe) {  // every rank routes alike (replicated router) over its slice of each expert
     const tensor router = ws_.router_logits.row_slice(0, n);
     ops_.linear(normed, w.router, nullptr, router);
+    moe_counts counts;
+    if (expert_counts_ != nullptr) {
+      counts.counts = expert_counts_ + expert_count_rows_[layer] * config_.moe.num_experts;
+      counts.token_slots = in.slot_mapping;
+    }
     ops_.moe_mlp(normed, router, w.experts_gate_up, w.experts_down, config_.moe.num_experts,
-                 config_.moe.top_k, config_.moe.renormalize, hidden);
+                 config_.moe.top_k, config_.moe.renormalize, hidden, counts);
     if (config_.moe.shared_intermediate > 0) {
       // Qwen2-MoE's shared expert, times sigmoid of its gate (replicated,
       // so each rank scales its partial sum alike before the all-reduce).

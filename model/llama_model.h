@@ -35,6 +35,7 @@
 
 #include "common/result.h"
 #include "kernels/ops.h"
+#include "model/expert_counts.h"
 #include "model/lora_adapter.h"
 #include "model/model_config.h"
 #include "model/tp_layout.h"
@@ -161,6 +162,15 @@ class llama_model {
   void load_lora(int64_t slot, const lora_adapter& adapter);
   void clear_lora(int64_t slot);  // zeros: the slot adds nothing
 
+  // Per-expert routing counts (ops::moe_counts): once, before any forward
+  // pass is captured into a graph; every forward then tallies, per sparse
+  // layer this stage holds, the experts its tokens (not a graph's padding:
+  // slot -1) are routed to. Nothing on a model without experts.
+  void enable_expert_counts();
+  bool expert_counts_enabled() const { return expert_counts_ != nullptr; }
+  // The tallies so far (waits for the queued kernels); empty when not enabled.
+  expert_counts read_expert_counts();
+
   // Logits of hidden rows `row_indices` (backend memory) of the last
   // forward, or of rows 0 .. n - 1 when row_indices is null (no gather):
   // out is [n, vocab]. REQUIRES: n <= the last forward's num_tokens; the
@@ -261,6 +271,10 @@ class llama_model {
   // LoRA: [layer * num_lora_targets + target] stacks of lora_slots_ slots.
   int64_t lora_slots_ = 0, lora_rank_ = 0;
   std::vector<lora_stack> lora_;
+  // enable_expert_counts: [sparse layer * num_experts] counters, and each
+  // held layer's row (-1: dense).
+  int32_t* expert_counts_ = nullptr;
+  std::vector<int64_t> expert_count_rows_;
 };
 
 }  // namespace troupe

@@ -197,6 +197,35 @@ void admit(self_ptr self, add_request_msg& msg) {
   self->state.clients.emplace(msg.id, std::move(msg.client));
 }
 
+// log_expert_counts: the experts' load since the last reading, after the
+// stats line (the worker answers between steps).
+void log_expert_load(self_ptr self) {
+  if (self->state.lost || self->state.expert_query) return;
+  self->state.expert_query = true;
+  self->request(self->state.worker, std::chrono::seconds(30), atoms::get_expert_counts_v)
+      .then(
+          [self](expert_counts& now) {
+            self->state.expert_query = false;
+            const auto t = std::chrono::steady_clock::now();
+            const expert_load load = expert_load_between(self->state.last_expert_counts, now);
+            const double seconds =
+                std::chrono::duration<double>(t - self->state.last_expert_time).count();
+            self->state.last_expert_counts = std::move(now);
+            self->state.last_expert_time = t;
+            const std::string line = expert_load_line(load, seconds);
+            if (line.empty()) return;
+            auto log = get_logger("sched");
+            log->info("{}", line);
+            if (log->should_log(spdlog::level::debug)) {
+              for (size_t i = 0; i < load.layers.size(); ++i) log->debug("{}", expert_layer_line(load, i));
+            }
+          },
+          [self](caf::error& err) {
+            self->state.expert_query = false;
+            get_logger("sched")->warn("expert counts: {}", caf_error_text(err));
+          });
+}
+
 void log_stats(self_ptr self) {
   const engine_stats now = self->state.core->stats();
   const engine_stats& before = self->state.last_logged;
@@ -234,6 +263,7 @@ void log_stats(self_ptr self) {
             : 0.0,
         spec);
   }
+  if (active && self->state.log_expert_counts) log_expert_load(self);
   self->state.last_logged = now;
   self->state.last_log_time = t;
   self->delayed_send(self, log_interval, atoms::log_stats_v);
@@ -252,6 +282,8 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self,
   self->state.worker = std::move(worker);
   self->state.drafter = std::move(drafter);
   self->state.last_log_time = std::chrono::steady_clock::now();
+  self->state.last_expert_time = self->state.last_log_time;
+  self->state.log_expert_counts = limits.log_expert_counts;
   self->delayed_send(self, log_interval, atoms::log_stats_v);
   return {
       [self](add_request_batch& batch) {

@@ -10,7 +10,8 @@
 // the next step is scheduled. With LoRA, requests whose adapter is being
 // read into host memory wait; the registry's lora_read message wakes the
 // actor (no polling). Also answers get_stats and prints vLLM's periodic
-// throughput line. When the worker answers a step with an error (a lost
+// throughput line (with log_expert_counts, followed by the experts' load:
+// get_expert_counts to the worker). When the worker answers a step with an error (a lost
 // rank), every request ends with finish_reason::error and `unavailable`
 // set, later requests at once, and no step is planned again.
 #pragma once
@@ -22,6 +23,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/scheduler/expert_load.h"
 #include "actors/scheduler/token_budget_scheduler.h"
 #include "actors/worker/worker_health.h"
 
@@ -43,6 +45,12 @@ struct scheduler_state {
   std::shared_ptr<worker_health> health;  // marked when the worker fails (may be null)
   std::vector<step_output> stashed;  // outputs that arrived while a transaction was open
   std::chrono::steady_clock::time_point last_log_time;
+  // log_expert_counts: the last reading and when it was taken; whether a
+  // get_expert_counts is unanswered.
+  expert_counts last_expert_counts;
+  std::chrono::steady_clock::time_point last_expert_time;
+  bool expert_query = false;
+  bool log_expert_counts = false;
   static inline const char* name = "scheduler";
 };
 

@@ -72,6 +72,9 @@ namespace troupe {
 
 struct scheduler_limits {
   int64_t max_num_batched_tokens = 2048;
+  // The actor's stats line is followed by the experts' load (the core
+  // ignores it).
+  bool log_expert_counts = false;
   int64_t max_num_seqs = 256;
   // Running slots one group (API request) may hold; 0: max_num_seqs / 2.
   int64_t max_num_seqs_per_request = 0;

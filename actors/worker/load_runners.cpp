@@ -48,6 +48,7 @@ runner_limits runner_limits_of(const engine_limits& limits) {
   rl.num_speculative_tokens = limits.num_speculative_tokens;
   rl.max_loras = limits.max_loras;
   rl.batch_invariant = limits.batch_invariant;
+  rl.count_experts = limits.log_expert_counts;
   return rl;
 }
 

@@ -62,6 +62,7 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   seq_lens_dev_ = ops_->alloc_ints(s);
   block_tables_dev_ = ops_->alloc_ints(s * max_blocks);
   logit_rows_dev_ = ops_->alloc_ints(t);
+  if (limits.count_experts) model_->enable_expert_counts();
   TROUPE_CHECK_MSG(model_->max_loras() == limits.max_loras,
                    "the model's LoRA slots differ from runner_limits.max_loras");
   if (limits.max_loras > 0) {

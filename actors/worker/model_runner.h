@@ -36,6 +36,8 @@ struct runner_limits {
   int64_t max_loras = 0;  // LoRA device slots (the model's enable_lora); 0: no LoRA
   // Rows computed alike whatever the batch (ops::keep_rows_consistent).
   bool batch_invariant = false;
+  // Tally each sparse layer's routing per expert (llama_model::enable_expert_counts).
+  bool count_experts = false;
 };
 
 class model_runner {
@@ -83,6 +85,9 @@ class model_runner {
   // back), before the next plan. In step order.
   void apply_stage_results(const step_output& out);
   bool is_last_stage() const { return model_->is_last_stage(); }
+  // The model's per-expert routing tallies (empty unless count_experts and
+  // the model has experts); waits for the launched steps' kernels.
+  expert_counts read_expert_counts() { return model_->read_expert_counts(); }
   // Aborts the model's groups (thread-safe): a call waiting in a collective
   // now, and every later one, throws communicator_aborted with `reason`.
   void abort_groups(const std::string& reason);

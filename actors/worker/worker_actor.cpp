@@ -71,6 +71,7 @@ caf::behavior worker_actor(caf::event_based_actor* self, std::shared_ptr<model_r
         }
       },
       [runner](atoms::stage_results, const step_output& out) { runner->apply_stage_results(out); },
+      [runner](atoms::get_expert_counts) { return runner->read_expert_counts(); },
   };
 }
 
@@ -86,6 +87,14 @@ bool same_tokens(const step_output& a, const step_output& b) {
   }
   return true;
 }
+
+// The pipeline stages' expert counts so far (get_expert_counts).
+struct gathered_counts {
+  caf::typed_response_promise<expert_counts> promise;
+  size_t left = 0;
+  std::vector<expert_counts> stages;
+  bool done = false;
+};
 
 // One plan's answers from the ranks so far.
 struct gathered_step {
@@ -193,6 +202,36 @@ caf::behavior worker_group_actor(caf::event_based_actor* self, std::vector<caf::
       },
       [self, g](atoms::flush) {
         for (const caf::actor& rank : g->ranks) self->send(rank, atoms::flush_v);
+      },
+      // Each stage's first rank counts its layers (the tensor-parallel
+      // ranks route alike); the answer has the stages' layers in order.
+      [self, g](atoms::get_expert_counts) -> caf::result<expert_counts> {
+        if (g->lost) {
+          return caf::make_error(caf::sec::runtime_error,
+                                 g->hooks.health ? g->hooks.health->reason() : "a rank was lost");
+        }
+        auto counts = std::make_shared<gathered_counts>();
+        counts->promise = self->make_response_promise<expert_counts>();
+        counts->left = g->ranks.size() / g->ranks_per_stage;
+        counts->stages.resize(counts->left);
+        for (size_t s = 0; s < counts->stages.size(); ++s) {
+          self->request(g->ranks[s * g->ranks_per_stage], caf::infinite, atoms::get_expert_counts_v)
+              .then(
+                  [counts, s](expert_counts& part) {
+                    counts->stages[s] = std::move(part);
+                    if (--counts->left > 0 || counts->done) return;
+                    counts->done = true;
+                    expert_counts all;
+                    for (const expert_counts& stage : counts->stages) all.append(stage);
+                    counts->promise.deliver(std::move(all));
+                  },
+                  [counts](caf::error& err) {
+                    if (counts->done) return;
+                    counts->done = true;
+                    counts->promise.deliver(std::move(err));
+                  });
+        }
+        return counts->promise;
       },
   };
 }

@@ -39,12 +39,18 @@ void moe_route(const float* logits, int64_t num_experts, int64_t top_k, bool ren
 
 void moe_mlp_f32(const float* x, int64_t n, int64_t h, const float* router_logits, const float* gate_up,
                  const float* down, int64_t num_experts, int64_t inter, int64_t top_k, bool renormalize,
-                 float* out, int64_t out_stride) {
+                 float* out, int64_t out_stride, uint32_t* counts, const int32_t* token_slots) {
   std::vector<int32_t> ids(static_cast<size_t>(n * top_k));
   std::vector<float> weights(static_cast<size_t>(n * top_k));
   for (int64_t t = 0; t < n; ++t) {
     moe_route(router_logits + t * num_experts, num_experts, top_k, renormalize, ids.data() + t * top_k,
               weights.data() + t * top_k);
+  }
+  if (counts != nullptr) {
+    for (int64_t t = 0; t < n; ++t) {
+      if (token_slots != nullptr && token_slots[t] < 0) continue;
+      for (int64_t k = 0; k < top_k; ++k) ++counts[ids[static_cast<size_t>(t * top_k + k)]];
+    }
   }
   // (token, weight) pairs of each expert, in token order.
   std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(num_experts));

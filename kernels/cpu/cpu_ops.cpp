@@ -62,6 +62,10 @@ void cpu_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
   std::memcpy(dst, host, static_cast<size_t>(n) * sizeof(int32_t));
 }
 
+void cpu_ops::download_ints(const int32_t* src, int32_t* host, int64_t n) {
+  std::memcpy(host, src, static_cast<size_t>(n) * sizeof(int32_t));
+}
+
 void cpu_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) {
   fill_dummy_f32(key, dst.f32(), static_cast<size_t>(dst.numel()), scale, offset);
 }
@@ -306,14 +310,16 @@ void cpu_ops::add_sigmoid_gated(const tensor& x, const tensor& gate, const tenso
 }
 
 void cpu_ops::moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
-                      int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) {
+                      int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out,
+                      const moe_counts& counts) {
   const int64_t inter = down.cols;
   TROUPE_CHECK(router_logits.cols == num_experts && router_logits.rows >= x.rows);
   TROUPE_CHECK(top_k >= 1 && top_k <= num_experts);
   TROUPE_CHECK(gate_up.rows == num_experts * 2 * inter && gate_up.cols == x.cols);
   TROUPE_CHECK(down.rows == num_experts * x.cols && out.cols == x.cols && out.rows >= x.rows);
   moe_mlp_f32(x.f32(), x.rows, x.cols, router_logits.f32(), gate_up.f32(), down.f32(), num_experts, inter,
-              top_k, renormalize, out.f32(), out.cols);
+              top_k, renormalize, out.f32(), out.cols, reinterpret_cast<uint32_t*>(counts.counts),
+              counts.token_slots);
 }
 
 void cpu_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n,

@@ -24,6 +24,7 @@ class cpu_ops final : public ops {
   void upload(const float* host, const tensor& dst) override;
   void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) override;
   void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
+  void download_ints(const int32_t* src, int32_t* host, int64_t n) override;
   void download(const tensor& src, float* host) override;
   void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) override;
   void synchronize() override {}
@@ -53,7 +54,8 @@ class cpu_ops final : public ops {
   void add_sigmoid_gated(const tensor& x, const tensor& gate, const tensor& out) override;
   bool supports_moe() const override { return true; }
   void moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
-               int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) override;
+               int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out,
+               const moe_counts& counts = {}) override;
   void gather_rows(const tensor& x, const int32_t* indices, int64_t n,
                    const tensor& out) override;
   void lora_add(const tensor& x, const lora_stack* w, int count, const lora_batch& batch,

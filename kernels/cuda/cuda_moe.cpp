@@ -82,7 +82,7 @@ void cuda_ops::reserve_moe(const moe_shape& shape, dtype type) {
 
 void cuda_ops::moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up,
                        const tensor& down, int64_t num_experts, int64_t top_k, bool renormalize,
-                       const tensor& out) {
+                       const tensor& out, const moe_counts& counts) {
   const int64_t n = x.rows, h = x.cols, inter = down.cols;
   TROUPE_CHECK(x.type == gate_up.type && x.type == down.type && x.type == out.type &&
                x.type == router_logits.type);
@@ -109,7 +109,8 @@ void cuda_ops::moe_mlp(const tensor& x, const tensor& router_logits, const tenso
       *impl_,
       [&] { return std::string(gemv ? "moe_mlp (GEMV) " : "moe_mlp (grouped) ") + std::to_string(n) + " tokens"; },
       weight_bytes);
-  cuda::moe_route(t, router_logits.data, n, experts, k, renormalize, parts.ids, parts.weights, stream);
+  cuda::moe_route(t, router_logits.data, n, experts, k, renormalize, parts.ids, parts.weights, stream,
+                  reinterpret_cast<uint32_t*>(counts.counts), counts.token_slots);
   if (gemv) {
     cuda::moe_gemv_up(t, x.data, parts.ids, slots, k, gate_up.data, inter, h, parts.act, stream);
     cuda::moe_gemv_down_sum(t, parts.act, parts.ids, parts.weights, n, k, down.data, h, inter, out.data,

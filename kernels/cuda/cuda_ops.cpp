@@ -401,6 +401,12 @@ void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
   impl_->upload_bytes(dst, host, static_cast<size_t>(n) * 4);
 }
 
+void cuda_ops::download_ints(const int32_t* src, int32_t* host, int64_t n) {
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  if (n == 0) return;
+  TROUPE_CUDA_CHECK(cudaMemcpy(host, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost));
+}
+
 void cuda_ops::download(const tensor& src, float* host) {
   const size_t n = static_cast<size_t>(src.numel());
   impl& m = *impl_;

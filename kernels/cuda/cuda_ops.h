@@ -67,6 +67,7 @@ class cuda_ops final : public ops {
   void upload(const float* host, const tensor& dst) override;
   void upload_cols(const float* host, const tensor& dst, int64_t col0, int64_t cols) override;
   void upload_ints(const int32_t* host, int32_t* dst, int64_t n) override;
+  void download_ints(const int32_t* src, int32_t* host, int64_t n) override;
   bool packs_weights(const quant_config& q, dtype type) const override;
   bool packs_for_tensor_cores() const override;
   void upload_bytes(const void* host, void* dst, size_t bytes) override;
@@ -104,7 +105,8 @@ class cuda_ops final : public ops {
   bool supports_moe() const override { return true; }
   void reserve_moe(const moe_shape& shape, dtype type) override;
   void moe_mlp(const tensor& x, const tensor& router_logits, const tensor& gate_up, const tensor& down,
-               int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out) override;
+               int64_t num_experts, int64_t top_k, bool renormalize, const tensor& out,
+               const moe_counts& counts = {}) override;
   int64_t lora_scratch_cols(int count, int64_t slots, int64_t rank) const override;
   void linear_lora(const tensor& x, const tensor& w, const tensor* bias, const lora_delta& lora,
                    const tensor& out) override;

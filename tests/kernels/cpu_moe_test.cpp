@@ -71,6 +71,16 @@ TEST(cpu_moe, experts_are_weighted_and_summed) {
     EXPECT_NEAR(out[j], 5.0f / 7.0f * expert(2, &x[0], j) + 2.0f / 7.0f * expert(0, &x[0], j), 1e-6f);
     EXPECT_NEAR(out[2 + j], 6.0f / 9.0f * expert(1, &x[2], j) + 3.0f / 9.0f * expert(2, &x[2], j), 1e-6f);
   }
+  // The routing counts (ops::moe_counts): both tokens, then token 0 alone
+  // (token 1's slot -1: a graph's padding), added to what is there.
+  std::vector<uint32_t> counts = {1, 0, 0};
+  moe_mlp_f32(x.data(), 2, 2, router.data(), gate_up.data(), down.data(), 3, 1, 2, true, out.data(), 2,
+              counts.data());
+  EXPECT_EQ(counts, (std::vector<uint32_t>{2, 1, 2}));
+  const std::vector<int32_t> slots = {5, -1};
+  moe_mlp_f32(x.data(), 2, 2, router.data(), gate_up.data(), down.data(), 3, 1, 2, true, out.data(), 2,
+              counts.data(), slots.data());
+  EXPECT_EQ(counts, (std::vector<uint32_t>{3, 1, 3}));
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // grouped form), sizes the tensor-core form runs and sizes only the SIMT
 // form runs, eager and replayed from a CUDA graph with new tokens; and the
 // router kernel on hand-computed cases (ties, renormalisation on and off,
-// non-finite logits). Skipped where no CUDA device is visible.
+// non-finite logits); the routing counts (ops::moe_counts, padding rows
+// skipped) equal the reference's, eager and replayed. Skipped where no
+// CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -46,6 +48,12 @@ class cuda_moe : public cuda_lora_fixture {
     dtype type;
     tensor gate_up, down, x, logits, out;
     std::vector<float> gate_up_h, down_h, x_h, logits_h;
+    // The routing counts (ops::moe_counts) on the device and the
+    // reference's, over every run; every third token's slot -1 (padding).
+    int32_t* counts = nullptr;
+    int32_t* slots = nullptr;
+    std::vector<uint32_t> counts_h;
+    std::vector<int32_t> slots_h;
   };
   model make(const moe_case& c, dtype type) {
     model m;
@@ -55,6 +63,12 @@ class cuda_moe : public cuda_lora_fixture {
     m.down = random_tensor(type, c.experts * c.hidden, c.inter, 0.2f, m.down_h);
     m.out = ops_->alloc(type, max_tokens_, c.hidden);
     ops_->reserve_moe({max_tokens_, c.experts, c.top_k, c.inter, c.hidden}, type);
+    m.counts_h.assign(static_cast<size_t>(c.experts), 0);
+    m.counts = ops_->alloc_ints(c.experts);
+    ops_->upload_ints(reinterpret_cast<const int32_t*>(m.counts_h.data()), m.counts, c.experts);
+    for (int64_t t = 0; t < max_tokens_; ++t) m.slots_h.push_back(t % 3 == 2 ? -1 : static_cast<int32_t>(t));
+    m.slots = ops_->alloc_ints(max_tokens_);
+    ops_->upload_ints(m.slots_h.data(), m.slots, max_tokens_);
     return m;
   }
   // New tokens (x and router logits) for the next n rows.
@@ -64,16 +78,22 @@ class cuda_moe : public cuda_lora_fixture {
   }
   void run(const model& m) {
     ops_->moe_mlp(m.x, m.logits, m.gate_up, m.down, m.c.experts, m.c.top_k, m.c.renormalize,
-                  m.out.row_slice(0, m.x.rows));
+                  m.out.row_slice(0, m.x.rows), moe_counts{m.counts, m.slots});
   }
   // The largest difference from the reference over the largest |reference|.
-  double error(const model& m) {
+  // Also checks the routing counts against the reference's.
+  double error(model& m) {
     const int64_t n = m.x.rows, h = m.c.hidden;
     std::vector<float> want(static_cast<size_t>(n * h));
     moe_mlp_f32(m.x_h.data(), n, h, m.logits_h.data(), m.gate_up_h.data(), m.down_h.data(), m.c.experts,
-                m.c.inter, m.c.top_k, m.c.renormalize, want.data(), h);
+                m.c.inter, m.c.top_k, m.c.renormalize, want.data(), h, m.counts_h.data(), m.slots_h.data());
     ops_->synchronize();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<int32_t> counts(m.counts_h.size());
+    ops_->download_ints(m.counts, counts.data(), m.c.experts);
+    EXPECT_TRUE(std::equal(counts.begin(), counts.end(), m.counts_h.begin(),
+                           [](int32_t a, uint32_t b) { return static_cast<uint32_t>(a) == b; }))
+        << "routing counts, E=" << m.c.experts << " n=" << n;
     std::vector<float> got(static_cast<size_t>(n * h));
     ops_->download(m.out.row_slice(0, n), got.data());
     double worst = 0, scale = 1e-6;

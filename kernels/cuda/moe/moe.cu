@@ -50,7 +50,8 @@ constexpr int per_lane = moe_max_experts / 32;
 template <class T>
 __global__ void __launch_bounds__(route_warps * 32)
     moe_route_kernel(const T* __restrict__ logits, int64_t n, int experts, int top_k,
-                     bool renormalize, int32_t* __restrict__ ids, float* __restrict__ weights) {
+                     bool renormalize, int32_t* __restrict__ ids, float* __restrict__ weights,
+                     uint32_t* __restrict__ counts, const int32_t* __restrict__ count_if) {
   pdl_begin();
   const int lane = threadIdx.x % 32;
   const int64_t t = int64_t(blockIdx.x) * route_warps + threadIdx.x / 32;
@@ -115,6 +116,7 @@ __global__ void __launch_bounds__(route_warps * 32)
   if (lane < top_k) {
     ids[t * top_k + lane] = my_id;
     weights[t * top_k + lane] = renormalize ? mine / chosen : mine;
+    if (counts != nullptr && (count_if == nullptr || count_if[t] >= 0)) atomicAdd(counts + my_id, 1u);
   }
 }
 
@@ -257,7 +259,8 @@ __global__ void __launch_bounds__(combine_threads)
 }  // namespace
 
 void moe_route(element_type t, const void* logits, int64_t n, int experts, int top_k,
-               bool renormalize, int32_t* ids, float* weights, cudaStream_t stream) {
+               bool renormalize, int32_t* ids, float* weights, cudaStream_t stream,
+               uint32_t* counts, const int32_t* count_if) {
   TROUPE_CHECK(experts >= 1 && experts <= moe_max_experts && top_k >= 1 &&
                top_k <= moe_max_top_k && top_k <= experts);
   if (n == 0) return;
@@ -265,7 +268,8 @@ void moe_route(element_type t, const void* logits, int64_t n, int experts, int t
   with_element(t, [&](auto tag) {
     using T = decltype(tag);
     launch_pdl(moe_route_kernel<T>, grid, dim3(route_warps * 32), 0, stream,
-               static_cast<const T*>(logits), n, experts, top_k, renormalize, ids, weights);
+               static_cast<const T*>(logits), n, experts, top_k, renormalize, ids, weights, counts,
+               count_if);
   });
 }
 

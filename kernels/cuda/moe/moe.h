@@ -57,9 +57,12 @@ int64_t moe_index_ints(int64_t slots, int64_t experts);
 moe_index moe_index_at(int32_t* ints, int64_t slots, int64_t experts);
 
 // REQUIRES: experts <= moe_max_experts, top_k <= min(moe_max_top_k, experts).
-// logits [n, experts] of type t; ids, weights [n, top_k].
+// logits [n, experts] of type t; ids, weights [n, top_k]. With `counts`
+// (uint32 [experts], wrapping), each token t with count_if[t] >= 0 (every
+// token when count_if is null) adds one (atomically) to its experts'.
 void moe_route(element_type t, const void* logits, int64_t n, int experts, int top_k,
-               bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
+               bool renormalize, int32_t* ids, float* weights, cudaStream_t stream,
+               uint32_t* counts = nullptr, const int32_t* count_if = nullptr);
 void moe_sort(const int32_t* ids, int64_t slots, int experts, const moe_index& index,
               cudaStream_t stream);
 
