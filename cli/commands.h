@@ -13,6 +13,7 @@ int run_tokenize(const std::vector<std::string>& args);
 int run_detokenize(const std::vector<std::string>& args);
 int run_serve(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);  // cli/bench/
+int run_eval(const std::vector<std::string>& args);   // cli/eval/: troupe eval kl
 int run_make_lora(const std::vector<std::string>& args);
 int run_worker(const std::vector<std::string>& args);  // a pipeline stage for a head
 int run_run_batch(const std::vector<std::string>& args);  // OpenAI batch files

@@ -31,6 +31,8 @@ constexpr const char* usage =
     "  worker     one pipeline stage for a head in another process (docs/parallelism.md):\n"
     "             troupe worker --connect HOST:PORT [--rank-offset R] --model DIR [--<config-key> VALUE]...\n"
     "  bench      benchmarks (see docs/bench.md): troupe bench serve|throughput|latency ...\n"
+    "  eval       logits consistency of two configurations (docs/eval.md):\n"
+    "             troupe eval kl --model DIR [--<config-key> VALUE]... --compare KEY=VALUE...\n"
     "  make-lora  random PEFT LoRA adapters for a model (benchmarks; docs/lora.md):\n"
     "             troupe make-lora --model DIR --out DIR [--rank 16] [--alpha 32]\n"
     "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   if (command == "complete") return troupe::run_complete(args);
   if (command == "serve") return troupe::run_serve(args);
   if (command == "bench") return troupe::run_bench(args);
+  if (command == "eval") return troupe::run_eval(args);
   if (command == "make-lora") return troupe::run_make_lora(args);
   if (command == "worker") return troupe::run_worker(args);
   if (command == "run-batch") return troupe::run_run_batch(args);

@@ -11,7 +11,10 @@
 #   - `bench latency` prefill of 8 x 1024 (output 2);
 #   - per-op device times of a batch-1 step (TROUPE_PROFILE_OPS=1, eager);
 #   - PARTS="70b": dummy Llama-3.1-70B GPTQ 4-bit on one GPU, its memory
-#     plan and batch-1 latency.
+#     plan and batch-1 latency;
+#   - PARTS="kl": `troupe eval kl` (docs/eval.md): dummy Llama-3.1-8B bf16
+#     against GPTQ 4-bit g128 of the same weights (--compare
+#     quantization=gptq), and the tiny fixtures float32 against bfloat16.
 # Every log goes to OUT_DIR; a summary is printed.
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-quant-bench.sh [OUT_DIR]   # there
@@ -62,4 +65,20 @@ fi
 if [[ $parts == *70b* ]]; then
   latency gptq4-70b.b1 examples/models/llama-3.1-70b-gptq-int4 1 128 128
   grep -m1 -o 'memory plan:.*' "$out/gptq4-70b.b1.log"
+fi
+if [[ $parts == *kl* ]]; then
+  kl() {  # LABEL ARGS...
+    local label=$1
+    shift
+    "$bin" eval kl "$@" --json-out "$out/kl-$label.json" >"$out/kl-$label.log" 2>&1
+    echo "kl $label:"
+    grep -E '^(Positions|KL divergence|Argmax|First-token|Greedy-sequence|Elapsed)' "$out/kl-$label.log" ||
+      tail -5 "$out/kl-$label.log"
+  }
+  kl 8b-bf16-vs-gptq4 --model examples/models/llama-3.1-8b "${common[@]}" --compare quantization=gptq \
+    --num-prompts 32 --input-len 128 --output-len 64
+  for m in models/tiny-llama moe/tiny-qwen3-moe quant/tiny-llama-gptq-g64; do
+    kl "$(basename "$m")-f32-vs-bf16" --model "tests/data/$m" --dtype float32 --compare dtype=bfloat16 \
+      --num-prompts 16 --input-len 64 --output-len 32 --max-model-len 256
+  done
 fi

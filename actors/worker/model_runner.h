@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -124,6 +125,12 @@ class model_runner {
   void set_token_vocabulary(std::shared_ptr<const grammar::token_vocabulary> vocab) {
     vocab_ = std::move(vocab);
   }
+  // Prompt logits (`troupe eval kl`): called on this thread with the
+  // float32 logits [vocab] that predict prompt token `target` of request
+  // `id`, for each prompt logprob row a plan asks for (prompt_logprobs >= 0,
+  // from prompt_logprobs_start); those rows are then computed on the host.
+  using prompt_logits_tap = std::function<void(request_id id, int64_t target, const float* logits)>;
+  void set_prompt_logits_tap(prompt_logits_tap tap) { prompt_logits_tap_ = std::move(tap); }
 
   size_t num_requests() const { return requests_.size(); }
   // For tests: the paged KV cache (K and V per layer) and its backend.
@@ -284,6 +291,7 @@ class model_runner {
   std::vector<int32_t> lora_sorted_, lora_starts_;  // host side, reused
   std::shared_ptr<lora_registry> loras_;
   std::shared_ptr<const grammar::token_vocabulary> vocab_;
+  prompt_logits_tap prompt_logits_tap_;
   std::vector<int64_t> slot_adapter_;  // adapter id per LoRA slot, 0: empty
   std::vector<int32_t> uploaded_query_start_loc_, uploaded_block_tables_;  // upload_if_changed
   std::vector<int64_t> graph_sizes_;  // ascending; empty: eager only

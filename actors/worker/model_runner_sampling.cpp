@@ -188,6 +188,7 @@ void model_runner::handle_row(request_state& r, const logit_row& row, const floa
                               sampled_output& out) {
   const int64_t vocab = model_->config().vocab_size;
   if (row.prompt_target >= 0) {
+    if (prompt_logits_tap_) prompt_logits_tap_(out.id, row.prompt_target, logits);
     const int32_t target = r.token_ids[static_cast<size_t>(row.prompt_target)];
     out.prompt_logprobs.push_back(logprobs_of(logits, vocab, target, r.params.prompt_logprobs));
     return;
@@ -249,7 +250,7 @@ void model_runner::compute_rows(const std::vector<logit_row>& logit_rows, int64_
       ops_->upload_ints(rows.data() + begin, logit_rows_dev_, n);
       model_->compute_logits(logit_rows_dev_, n, logits_);
     }
-    if (sample_chunk_async(logit_rows, begin, n, step, late)) continue;
+    if (!prompt_logits_tap_ && sample_chunk_async(logit_rows, begin, n, step, late)) continue;
     TROUPE_CHECK_MSG(!late, "rows sampled late need the device sampler");
     ops_->download(logits_.row_slice(0, n), logits_host_.data());
     for (int64_t i = 0; i < n; ++i) {

@@ -1,0 +1,55 @@
+// `troupe eval kl`'s arithmetic: the next-token distributions of two
+// configurations of one model compared position by position (seed 004's
+// logits-consistency criterion, as ../shared/fixtures/QUANT_MOE.md applies
+// it): KL(P || Q) = sum_v p_v (log p_v - log q_v), P the reference's
+// distribution, Q the compared one's, both from float32 logits, summed in
+// double; the argmax agreement; and over whole greedy runs the first-token
+// and the sequence agreement.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace troupe::eval {
+
+// out[v] = log softmax(logits)[v], computed in double (n >= 1; non-finite
+// logits count as -inf, all of them so: uniform).
+void log_softmax(const float* logits, int64_t n, std::vector<float>& out);
+
+// KL(P || Q) from log probabilities (terms with p_v = 0 add nothing; a q_v
+// of -inf where p_v > 0 makes it +inf).
+double kl_divergence(const float* log_p, const float* log_q, int64_t n);
+
+// The index of the largest value (equal ones: the lowest index).
+int64_t argmax(const float* v, int64_t n);
+
+// Per-position KL values and argmax agreement, then per-sequence greedy
+// agreement.
+class kl_report {
+ public:
+  void add_position(double kl, bool argmax_agrees);
+  // The reference's and the compared configuration's greedy tokens for one
+  // prompt.
+  void add_sequences(const std::vector<int32_t>& reference, const std::vector<int32_t>& compared);
+
+  int64_t positions() const { return static_cast<int64_t>(kl_.size()); }
+  double kl_mean() const;
+  double kl_max() const;
+  // The q-quantile of the KL values (nearest rank: the smallest value
+  // with at least q of them at or below it); 0 with no positions.
+  double kl_quantile(double q) const;
+  double argmax_agreement() const;   // fraction of positions
+  int64_t sequences() const { return sequences_; }
+  double first_token_agreement() const;  // fraction of sequences
+  double sequence_agreement() const;     // fraction identical in full
+  // The mean fraction of each sequence before the first difference.
+  double common_prefix_fraction() const;
+
+ private:
+  std::vector<double> kl_;
+  int64_t argmax_agree_ = 0;
+  int64_t sequences_ = 0, first_agree_ = 0, identical_ = 0;
+  double prefix_sum_ = 0;
+};
+
+}  // namespace troupe::eval

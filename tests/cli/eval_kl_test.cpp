@@ -1,0 +1,200 @@
+// `troupe eval kl` (cli/eval): the arithmetic on hand-computed cases; the
+// runner driver against transformers' goldens (tiny-llama on the CPU in
+// float32: its greedy continuations are the golden greedy ids, and the
+// distributions it scores teacher forced on prompt + greedy ids give the
+// golden top-5 logprobs within 1e-3), with prefills chunked to 16 tokens,
+// groups split by max_num_seqs and by the KV cache, and decode batches
+// padded as CUDA graphs pad them (TROUPE_DEBUG_PAD_DECODE); and the command:
+// a comparison that changes nothing numerically reports KL 0 and full
+// agreement, another model reports a large KL, and bad input is a clear
+// error (exit 2).
+#include <gtest/gtest.h>
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "cli/eval/kl_stats.h"
+#include "cli/eval/runner_driver.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+#include "tests/cli/cli_runner.h"
+#include "tests/cli/golden.h"
+
+namespace troupe {
+namespace {
+
+using testing::model_dir;
+using testing::run_troupe;
+
+TEST(eval_kl_stats, hand_computed) {
+  std::vector<float> p, q;
+  eval::log_softmax(std::vector<float>{0.0f, 0.0f}.data(), 2, p);
+  EXPECT_NEAR(p[0], std::log(0.5), 1e-7);
+  const float logits_q[] = {std::log(9.0f), 0.0f};  // 0.9, 0.1
+  eval::log_softmax(logits_q, 2, q);
+  EXPECT_NEAR(std::exp(q[0]), 0.9, 1e-7);
+  // KL([.5, .5] || [.9, .1]) = .5 ln(.5 / .9) + .5 ln(.5 / .1)
+  EXPECT_NEAR(eval::kl_divergence(p.data(), q.data(), 2), 0.5 * std::log(0.5 / 0.9) + 0.5 * std::log(5.0), 1e-6);
+  EXPECT_EQ(eval::kl_divergence(p.data(), p.data(), 2), 0.0);
+  // -inf logits have probability 0; all of them: uniform.
+  const float some_inf[] = {-INFINITY, 1.0f, 1.0f};
+  eval::log_softmax(some_inf, 3, q);
+  EXPECT_EQ(q[0], -INFINITY);
+  EXPECT_NEAR(q[1], std::log(0.5), 1e-7);
+  const float all_inf[] = {-INFINITY, -INFINITY};
+  eval::log_softmax(all_inf, 2, q);
+  EXPECT_NEAR(q[1], std::log(0.5), 1e-7);
+  EXPECT_EQ(eval::argmax(std::vector<float>{1, 3, 3, 2}.data(), 4), 1);
+
+  eval::kl_report r;
+  for (int i = 1; i <= 100; ++i) r.add_position(i, i % 4 != 0);
+  EXPECT_DOUBLE_EQ(r.kl_mean(), 50.5);
+  EXPECT_DOUBLE_EQ(r.kl_max(), 100);
+  EXPECT_DOUBLE_EQ(r.kl_quantile(0.99), 99);
+  EXPECT_DOUBLE_EQ(r.kl_quantile(0.5), 50);
+  EXPECT_DOUBLE_EQ(r.argmax_agreement(), 0.75);
+  r.add_sequences({1, 2, 3, 4}, {1, 2, 3, 4});
+  r.add_sequences({1, 2, 3, 4}, {1, 2, 9, 4});
+  r.add_sequences({1, 2, 3, 4}, {7, 2, 3, 4});
+  EXPECT_DOUBLE_EQ(r.first_token_agreement(), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(r.sequence_agreement(), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(r.common_prefix_fraction(), (1.0 + 0.5 + 0.0) / 3);
+}
+
+TEST(eval_kl_driver, greedy_and_teacher_forced_distributions_match_the_goldens) {
+  const std::string dir = model_dir("tiny-llama");
+  auto cfg = load_model_config(dir);
+  ASSERT_TRUE(static_cast<bool>(cfg)) << cfg.error_message();
+  auto ckpt = checkpoint::open(dir);
+  ASSERT_TRUE(static_cast<bool>(ckpt)) << ckpt.error_message();
+  // Prompts of 1, 7, 517, 33 and 130 tokens (that order: the first group
+  // is three sequences, whose decode steps pad to the bucket of 4; the
+  // 517-token prompt prefills in 33 chunks).
+  const auto golden = testing::load_golden(dir + "/golden.json");
+  ASSERT_EQ(golden.size(), 5u);
+  const std::vector<testing::golden_case> cases = {golden[0], golden[1], golden[4], golden[2], golden[3]};
+  std::vector<std::vector<int32_t>> prompts, sequences;
+  std::vector<int64_t> first;
+  int64_t steps = 0;
+  for (const auto& c : cases) {
+    prompts.emplace_back(c.prompt_ids.begin(), c.prompt_ids.end());
+    steps = static_cast<int64_t>(c.greedy_ids.size());
+    ASSERT_EQ(c.greedy_ids.size(), cases[0].greedy_ids.size());
+    first.push_back(static_cast<int64_t>(prompts.back().size()));
+    sequences.push_back(prompts.back());
+    sequences.back().insert(sequences.back().end(), c.greedy_ids.begin(), c.greedy_ids.end());
+  }
+  engine_limits limits;
+  limits.max_num_batched_tokens = 16;  // prompts prefill in chunks
+  limits.max_num_seqs = 4;             // decode graphs of 1, 2 and 4 sequences
+  limits.max_model_len = 700;
+  limits.block_size = 16;
+  limits.num_blocks = 40;  // 39 usable: the 541 tokens of the longest take 34, so it goes with two
+                           // short ones (2 blocks each), and the others make a second group
+  runner_limits rl;
+  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
+  rl.max_num_seqs = limits.max_num_seqs;
+  rl.max_model_len = limits.max_model_len;
+  rl.block_size = limits.block_size;
+  rl.num_blocks = limits.num_blocks;
+  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
+  weight_source source;
+  source.ckpt = &ckpt.value();
+  model_parallel parallel;
+  parallel.max_logits_rows = model_runner::logits_chunk_rows;
+  auto model = llama_model::create(cfg.value(), *backend, source, rl.max_num_batched_tokens, rl.max_model_len,
+                                   parallel);
+  ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
+  model_runner runner(std::move(backend), std::move(model.value()), rl);
+  ::setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);  // decode batches of 3 run as the bucket of 4
+  runner.capture_graphs();
+  ::unsetenv("TROUPE_DEBUG_PAD_DECODE");
+  ASSERT_EQ(runner.graph_sizes(), (std::vector<int64_t>{1, 2, 4}));
+  eval::runner_driver driver(runner, limits);
+
+  auto greedy = driver.greedy(prompts, steps);
+  ASSERT_TRUE(static_cast<bool>(greedy)) << greedy.error_message();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ((*greedy)[i], std::vector<int32_t>(cases[i].greedy_ids.begin(), cases[i].greedy_ids.end()))
+        << "case " << i;
+  }
+  const int64_t vocab = cfg->vocab_size;
+  std::vector<std::vector<bool>> seen(cases.size(), std::vector<bool>(static_cast<size_t>(steps), false));
+  double worst = 0;
+  std::vector<float> row;
+  status s = driver.score(sequences, first, [&](size_t i, int64_t target, const float* logits) {
+    ASSERT_LT(i, cases.size());
+    const int64_t step = target - first[i];
+    ASSERT_GE(step, 0);
+    ASSERT_LT(step, steps);
+    seen[i][static_cast<size_t>(step)] = true;
+    eval::log_softmax(logits, vocab, row);
+    const auto& golden = cases[i].steps[static_cast<size_t>(step)];
+    for (size_t k = 0; k < golden.top_ids.size(); ++k) {
+      worst = std::max(worst, std::fabs(static_cast<double>(row[static_cast<size_t>(golden.top_ids[k])]) -
+                                        golden.top_logprobs[k]));
+    }
+  });
+  ASSERT_TRUE(static_cast<bool>(s)) << s.error_message();
+  EXPECT_LT(worst, 1e-3);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (int64_t t = 0; t < steps; ++t) EXPECT_TRUE(seen[i][static_cast<size_t>(t)]) << i << " " << t;
+  }
+  EXPECT_EQ(runner.num_requests(), 0u);  // every group finished
+
+  // A sequence the KV cache cannot hold is an error, not a hang.
+  auto too_long = driver.greedy({std::vector<int32_t>(630, 5)}, 20);
+  ASSERT_FALSE(static_cast<bool>(too_long));
+  EXPECT_NE(too_long.error_message().find("649 tokens, more than the KV cache holds (624)"), std::string::npos)
+      << too_long.error_message();
+  auto past_max = driver.greedy({std::vector<int32_t>(690, 5)}, 20);
+  ASSERT_FALSE(static_cast<bool>(past_max));
+  EXPECT_NE(past_max.error_message().find("more than max_model_len 700"), std::string::npos)
+      << past_max.error_message();
+}
+
+TEST(eval_kl_command, reports_and_errors) {
+  const std::string model = model_dir("tiny-llama");
+  const testing::temp_dir dir("eval-kl");
+  const std::string json = (dir / "kl.json").string();
+  // Prefix caching changes no number: KL 0, full agreement.
+  auto same = run_troupe({"eval", "kl", "--model", model, "--compare", "enable_prefix_caching=false",
+                          "--num-prompts", "4", "--input-len", "20", "--output-len", "6", "--json-out", json});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_NE(same.out.find("Positions: 24 (4 prompts x 6 tokens"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("mean 0.0000e+00, p99 0.0000e+00, max 0.0000e+00"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("Greedy-sequence agreement: 1.0000 identical"), std::string::npos) << same.out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(json);
+  EXPECT_EQ(int64_t(doc["positions"]), 24);
+  EXPECT_EQ(double(doc["kl_max"]), 0.0);
+  EXPECT_EQ(double(doc["argmax_agreement"]), 1.0);
+
+  // Another model of the same vocabulary: far apart.
+  auto other = run_troupe({"eval", "kl", "--model", model, "--compare", "model=" + model_dir("tiny-llama-mha"),
+                           "--num-prompts", "4", "--input-len", "20", "--output-len", "6", "--json-out", json});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  doc = parser.load(json);
+  EXPECT_GT(double(doc["kl_mean"]), 0.1);
+  EXPECT_LT(double(doc["argmax_agreement"]), 0.5);
+
+  auto none = run_troupe({"eval", "kl", "--model", model});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--compare KEY=VALUE is required"), std::string::npos) << none.err;
+  auto bad = run_troupe({"eval", "kl", "--model", model, "--compare", "quantization"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("expected KEY=VALUE"), std::string::npos) << bad.err;
+  auto unknown = run_troupe({"eval", "kl", "--model", model, "--compare", "max_num_sqs=4"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("max"), std::string::npos) << unknown.err;
+  auto vocab = run_troupe({"eval", "kl", "--model", model, "--compare", "model=" + model_dir("dummy-llama-32k"),
+                           "--load-format", "dummy"});
+  EXPECT_EQ(vocab.exit_code, 2);
+  EXPECT_NE(vocab.err.find("vocabulary"), std::string::npos) << vocab.err;
+}
+
+}  // namespace
+}  // namespace troupe
