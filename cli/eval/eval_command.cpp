@@ -17,6 +17,7 @@
 //      agreement (identical in full; the mean common prefix).
 // One rank (tensor and pipeline parallelism are not supported here yet).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -180,7 +181,7 @@ int run_eval_kl(const std::vector<std::string>& args) {
       eval::log_softmax(logits, vocab, row);
       const float* p = slot(i, target);
       report.add_position(eval::kl_divergence(p, row.data(), vocab),
-                          eval::argmax(p, vocab) == eval::argmax(row.data(), vocab));
+                          eval::argmax(p, vocab) == eval::argmax(row.data(), vocab), eval::entropy(p, vocab));
     });
     if (!s) return print_error(s.error_message()), 1;
   }
@@ -196,7 +197,9 @@ int run_eval_kl(const std::vector<std::string>& args) {
               static_cast<long long>(output_len));
   std::printf("KL divergence (reference || compared): mean %.4e, p99 %.4e, max %.4e\n", report.kl_mean(),
               report.kl_quantile(0.99), report.kl_max());
-  std::printf("Argmax agreement (teacher forced): %.4f\n", report.argmax_agreement());
+  std::printf("Argmax agreement (teacher forced): %.4f; the reference's entropy %.3f nats on average "
+              "(uniform: %.3f)\n",
+              report.argmax_agreement(), report.mean_reference_entropy(), std::log(static_cast<double>(vocab)));
   std::printf("First-token agreement: %.4f of %lld prompts\n", report.first_token_agreement(),
               static_cast<long long>(n));
   std::printf("Greedy-sequence agreement: %.4f identical; mean common prefix %.4f of %lld tokens\n",
@@ -220,6 +223,7 @@ int run_eval_kl(const std::vector<std::string>& args) {
     w.key("kl_p99").value(report.kl_quantile(0.99));
     w.key("kl_max").value(report.kl_max());
     w.key("argmax_agreement").value(report.argmax_agreement());
+    w.key("reference_entropy_mean").value(report.mean_reference_entropy());
     w.key("first_token_agreement").value(report.first_token_agreement());
     w.key("sequence_agreement").value(report.sequence_agreement());
     w.key("common_prefix_fraction").value(report.common_prefix_fraction());

@@ -39,6 +39,15 @@ double kl_divergence(const float* log_p, const float* log_q, int64_t n) {
   return std::max(kl, 0.0);  // rounding can leave a tiny negative for equal distributions
 }
 
+double entropy(const float* log_p, int64_t n) {
+  double h = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    if (log_p[v] == -std::numeric_limits<float>::infinity()) continue;
+    h -= std::exp(static_cast<double>(log_p[v])) * static_cast<double>(log_p[v]);
+  }
+  return h;
+}
+
 int64_t argmax(const float* v, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {
@@ -47,8 +56,9 @@ int64_t argmax(const float* v, int64_t n) {
   return best;
 }
 
-void kl_report::add_position(double kl, bool argmax_agrees) {
+void kl_report::add_position(double kl, bool argmax_agrees, double reference_entropy) {
   kl_.push_back(kl);
+  entropy_sum_ += reference_entropy;
   if (argmax_agrees) ++argmax_agree_;
 }
 
@@ -82,6 +92,10 @@ double kl_report::kl_quantile(double q) const {
 
 double kl_report::argmax_agreement() const {
   return kl_.empty() ? 0 : static_cast<double>(argmax_agree_) / static_cast<double>(kl_.size());
+}
+
+double kl_report::mean_reference_entropy() const {
+  return kl_.empty() ? 0 : entropy_sum_ / static_cast<double>(kl_.size());
 }
 
 double kl_report::first_token_agreement() const {

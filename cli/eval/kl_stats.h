@@ -20,6 +20,9 @@ void log_softmax(const float* logits, int64_t n, std::vector<float>& out);
 // of -inf where p_v > 0 makes it +inf).
 double kl_divergence(const float* log_p, const float* log_q, int64_t n);
 
+// The entropy of P in nats, -sum_v p_v log p_v (ln n for a uniform P).
+double entropy(const float* log_p, int64_t n);
+
 // The index of the largest value (equal ones: the lowest index).
 int64_t argmax(const float* v, int64_t n);
 
@@ -27,7 +30,10 @@ int64_t argmax(const float* v, int64_t n);
 // agreement.
 class kl_report {
  public:
-  void add_position(double kl, bool argmax_agrees);
+  // reference_entropy: the reference's distribution's (how peaked it is
+  // tells how much an argmax agreement means: random dummy weights give
+  // nearly uniform distributions whose argmax flips with any change).
+  void add_position(double kl, bool argmax_agrees, double reference_entropy);
   // The reference's and the compared configuration's greedy tokens for one
   // prompt.
   void add_sequences(const std::vector<int32_t>& reference, const std::vector<int32_t>& compared);
@@ -39,6 +45,7 @@ class kl_report {
   // with at least q of them at or below it); 0 with no positions.
   double kl_quantile(double q) const;
   double argmax_agreement() const;   // fraction of positions
+  double mean_reference_entropy() const;
   int64_t sequences() const { return sequences_; }
   double first_token_agreement() const;  // fraction of sequences
   double sequence_agreement() const;     // fraction identical in full
@@ -48,6 +55,7 @@ class kl_report {
  private:
   std::vector<double> kl_;
   int64_t argmax_agree_ = 0;
+  double entropy_sum_ = 0;
   int64_t sequences_ = 0, first_agree_ = 0, identical_ = 0;
   double prefix_sum_ = 0;
 };

@@ -50,12 +50,15 @@ TEST(eval_kl_stats, hand_computed) {
   EXPECT_EQ(eval::argmax(std::vector<float>{1, 3, 3, 2}.data(), 4), 1);
 
   eval::kl_report r;
-  for (int i = 1; i <= 100; ++i) r.add_position(i, i % 4 != 0);
+  EXPECT_NEAR(eval::entropy(p.data(), 2), std::log(2.0), 1e-7);
+  EXPECT_NEAR(eval::entropy(q.data(), 2), std::log(2.0), 1e-7);
+  for (int i = 1; i <= 100; ++i) r.add_position(i, i % 4 != 0, i % 2 == 0 ? 1.0 : 2.0);
   EXPECT_DOUBLE_EQ(r.kl_mean(), 50.5);
   EXPECT_DOUBLE_EQ(r.kl_max(), 100);
   EXPECT_DOUBLE_EQ(r.kl_quantile(0.99), 99);
   EXPECT_DOUBLE_EQ(r.kl_quantile(0.5), 50);
   EXPECT_DOUBLE_EQ(r.argmax_agreement(), 0.75);
+  EXPECT_DOUBLE_EQ(r.mean_reference_entropy(), 1.5);
   r.add_sequences({1, 2, 3, 4}, {1, 2, 3, 4});
   r.add_sequences({1, 2, 3, 4}, {1, 2, 9, 4});
   r.add_sequences({1, 2, 3, 4}, {7, 2, 3, 4});
