@@ -14,7 +14,10 @@
 #     plan and batch-1 latency;
 #   - PARTS="kl": `troupe eval kl` (docs/eval.md): dummy Llama-3.1-8B bf16
 #     against GPTQ 4-bit g128 of the same weights (--compare
-#     quantization=gptq), and the tiny fixtures float32 against bfloat16.
+#     quantization=gptq), and the tiny fixtures float32 against bfloat16;
+#     with QUANT_MOE_DIR (tests/cli/quantized_moe_test.cpp writes it when
+#     TROUPE_QUANT_MOE_DIR is set), a GPTQ tiny-qwen3-moe against its
+#     dequantized float twin in float32 and bfloat16.
 # Every log goes to OUT_DIR; a summary is printed.
 #   scripts/device-bundle.sh            # here, after building
 #   (carry build-device.tar.xz) scripts/gpu-quant-bench.sh [OUT_DIR]   # there
@@ -77,6 +80,14 @@ if [[ $parts == *kl* ]]; then
   }
   kl 8b-bf16-vs-gptq4 --model examples/models/llama-3.1-8b "${common[@]}" --compare quantization=gptq \
     --num-prompts 32 --input-len 128 --output-len 64
+  if [[ -n ${QUANT_MOE_DIR:-} ]]; then
+    for t in float32 bfloat16; do
+      kl "gptq-moe-vs-dequantized-$t" --model "$QUANT_MOE_DIR/tiny-qwen3-moe-gptq" --dtype $t \
+        --compare "model=$QUANT_MOE_DIR/tiny-qwen3-moe-dequantized" --num-prompts 16 --input-len 64 \
+        --output-len 32 --max-model-len 256
+      grep -m1 -o 'gptq 4-bit weights.*' "$out/kl-gptq-moe-vs-dequantized-$t.log"
+    done
+  fi
   for m in models/tiny-llama moe/tiny-qwen3-moe quant/tiny-llama-gptq-g64; do
     kl "$(basename "$m")-f32-vs-bf16" --model "tests/data/$m" --dtype float32 --compare dtype=bfloat16 \
       --num-prompts 16 --input-len 64 --output-len 32 --max-model-len 256
