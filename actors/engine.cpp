@@ -51,6 +51,12 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.max_loras = config.enable_lora ? config.max_loras : 0;
   l.batch_invariant = config.batch_invariant;
   l.log_expert_counts = config.log_expert_counts && model.moe.num_experts > 0;
+  l.fp8_kv_cache = config.fp8_kv_cache();
+  if (l.fp8_kv_cache && cuda) {
+    return make_error("kv_cache_dtype: '" + config.kv_cache_dtype + "' is not supported on the cuda backend yet "
+                      "(its attention kernels read a bf16 / f16 / f32 cache; the cpu backend stores FP8; "
+                      "docs/quantization.md)");
+  }
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;
   engine_config resolved = config;
@@ -64,7 +70,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.max_n = config.max_n;
   l.max_waiting_seqs = config.max_waiting_seqs.value_or(std::max(4 * l.max_num_seqs, l.max_n));
   const int64_t element_bytes =
-      cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
+      l.fp8_kv_cache ? 1 : cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
   // A rank's KV heads (tensor parallelism: its share, or one replicated).
   int64_t kv_heads = model.num_key_value_heads;
   if (config.tensor_parallel_size > 1) {
@@ -230,10 +236,11 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   limits->max_waiting_tokens = config.max_waiting_tokens.value_or(
       std::max(limits->max_model_len, 4 * (limits->num_blocks - 1) * limits->block_size));
   get_logger("kv")->info(
-      "KV cache: {} blocks of {} tokens ({} tokens, {:.2f} GiB); max concurrency at "
+      "KV cache: {} blocks of {} tokens ({} tokens, {:.2f} GiB{}); max concurrency at "
       "max_model_len {}: {:.2f}x",
       limits->num_blocks - 1, limits->block_size, (limits->num_blocks - 1) * limits->block_size,
-      double(limits->num_blocks * limits->kv_bytes_per_block) / gib, limits->max_model_len,
+      double(limits->num_blocks * limits->kv_bytes_per_block) / gib,
+      limits->fp8_kv_cache ? ", float8 e4m3" : "", limits->max_model_len,
       double((limits->num_blocks - 1) * limits->block_size) / double(limits->max_model_len));
   // Structured outputs' token masks are made of the tokens' bytes.
   std::shared_ptr<const grammar::token_vocabulary> vocab;

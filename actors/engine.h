@@ -45,6 +45,7 @@ struct engine_limits {
   int64_t max_loras = 0;               // LoRA device slots; 0: no LoRA
   bool batch_invariant = false;        // engine_config's
   bool log_expert_counts = false;      // engine_config's
+  bool fp8_kv_cache = false;           // kv_cache_dtype fp8 / fp8_e4m3
 };
 
 // Computes the limits; fails when the KV cache cannot hold one sequence of

@@ -49,6 +49,7 @@ const std::vector<field>& fields() {
       {"cpu_offload_gb", &c::cpu_offload_gb},
       {"num_gpu_blocks_override", &c::num_gpu_blocks_override},
       {"swap_space", &c::swap_space}, {"cpu_kvcache_space", &c::cpu_kvcache_space},
+      {"kv_cache_dtype", &c::kv_cache_dtype},
       {"enable_prefix_caching", &c::enable_prefix_caching},
       {"max_num_seqs", &c::max_num_seqs},
       {"max_num_batched_tokens", &c::max_num_batched_tokens},

@@ -101,6 +101,12 @@ void check_kv_cache_section(const engine_config& c, problem_list& out) {
   if (!(c.cpu_kvcache_space > 0)) {
     out.push_back("cpu_kvcache_space: " + number_text(c.cpu_kvcache_space) + " must be > 0");
   }
+  if (c.kv_cache_dtype == "fp8_e5m2") {
+    out.push_back("kv_cache_dtype: 'fp8_e5m2' is not supported (fp8 / fp8_e4m3: float8 e4m3 with per-layer "
+                  "scales, as vLLM's default FP8 cache)");
+  } else {
+    check_one_of("kv_cache_dtype", c.kv_cache_dtype, {"auto", "fp8", "fp8_e4m3"}, out);
+  }
 }
 
 void check_scheduler_section(const engine_config& c, const model_config* model,

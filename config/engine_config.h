@@ -61,6 +61,11 @@ struct engine_config {
   std::optional<int64_t> num_gpu_blocks_override;
   double swap_space = 0;             // GiB of host memory for swapped blocks
   double cpu_kvcache_space = 4;      // GiB of KV cache on the cpu backend
+  // auto: the compute type; fp8 / fp8_e4m3: float8 e4m3 codes over per-layer
+  // scales (the checkpoint's k_scale / v_scale, else 1.0), a quarter of the
+  // cpu backend's bytes (the CUDA kernels do not read it yet).
+  std::string kv_cache_dtype = "auto";
+  bool fp8_kv_cache() const { return kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3"; }
   bool enable_prefix_caching = true;
 
   // Scheduler.

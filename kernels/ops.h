@@ -75,10 +75,15 @@ struct tensor {
 };
 
 // Paged KV cache of one layer: K and V are each [num_blocks * block_size,
-// num_kv_heads * head_dim]; slot s = block_id * block_size + offset.
+// num_kv_heads * head_dim]; slot s = block_id * block_size + offset. Of the
+// compute type, or fp8_e4m3 (kv_cache_dtype fp8: a value x is stored as
+// f32_to_e4m3(x / scale) and read as e4m3_to_f32(code) * scale, with the
+// layer's per-tensor k_scale / v_scale).
 struct kv_cache_layer {
   tensor k;
   tensor v;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  bool fp8() const { return k.type == dtype::fp8_e4m3; }
 };
 
 // Where each sequence of a batch is, for attention. All pointers are backend

@@ -130,10 +130,34 @@ result<std::unique_ptr<llama_model>> llama_model::create(
   model->packed_ = packs(config, model->layout_, source.cpu_offload_bytes,
                          backend.packs_weights(config.quantization, source.compute_type));
   if (status s = model->load_weights(source, progress); !s.ok()) return std::move(s).take_error();
+  if (status s = model->read_kv_scales(source.ckpt); !s.ok()) return std::move(s).take_error();
   model->allocate_workspace();
   if (model->is_last_stage()) model->allocate_logits_workspace(parallel.max_logits_rows);
   model->build_rope(max_position);
   return model;
+}
+
+status llama_model::read_kv_scales(const checkpoint* ckpt) {
+  kv_scales_.assign(layers_.size(), {1.0f, 1.0f});
+  if (ckpt == nullptr) return {};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int64_t layer = stage_.begin + static_cast<int64_t>(i);
+    float* scale = &kv_scales_[i].first;
+    for (const char* name : {"self_attn.k_scale", "self_attn.v_scale"}) {
+      const std::string full = layer_name(layer, name);
+      if (const tensor_info* t = ckpt->find(full)) {
+        int64_t n = 1;
+        for (int64_t d : t->shape) n *= d;
+        if (n != 1) return make_error("tensor '" + full + "' in " + t->file + " should hold one scale");
+        if (status s = ckpt->read_f32(full, t->shape, scale); !s.ok()) return s;
+        if (!(*scale > 0.0f) || !std::isfinite(*scale)) {
+          return make_error("tensor '" + full + "' in " + t->file + " is not a positive scale");
+        }
+      }
+      scale = &kv_scales_[i].second;
+    }
+  }
+  return {};
 }
 
 status llama_model::load_weights(const weight_source& source,

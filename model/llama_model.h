@@ -137,8 +137,12 @@ class llama_model {
   const stage_layers& stage() const { return stage_; }
   bool is_last_stage() const { return pp_ == nullptr || pp_->rank() == pp_->size() - 1; }
   int num_stages() const { return pp_ == nullptr ? 1 : pp_->size(); }
-  // The element type of weights, activations and the KV cache.
+  // The element type of weights, activations and (kv_cache_dtype auto) the KV cache.
   dtype compute_type() const { return type_; }
+  // Layer `layer` (of this stage)'s per-tensor K and V scales for an FP8
+  // KV cache: the checkpoint's `model.layers.L.self_attn.k_scale` and
+  // `v_scale` (vLLM's names) where it has them, else 1.0.
+  std::pair<float, float> kv_scales(int64_t layer) const { return kv_scales_[static_cast<size_t>(layer)]; }
 
   // Runs every layer for the step's tokens, writing their K/V into `cache`
   // (one entry per layer). Leaves the final normed hidden states inside.
@@ -179,6 +183,7 @@ class llama_model {
 
  private:
   void fill_lora(int64_t slot, const lora_adapter* adapter);  // null: zeros
+  status read_kv_scales(const checkpoint* ckpt);
   struct layer_weights {
     tensor input_norm, post_attention_norm;
     // q, k and v stacked: [(heads + 2 kv_heads) * head_dim, hidden], one GEMM.
@@ -273,6 +278,7 @@ class llama_model {
   std::vector<lora_stack> lora_;
   // enable_expert_counts: [sparse layer * num_experts] counters, and each
   // held layer's row (-1: dense).
+  std::vector<std::pair<float, float>> kv_scales_;  // per layer held: K, V
   int32_t* expert_counts_ = nullptr;
   std::vector<int64_t> expert_count_rows_;
 };

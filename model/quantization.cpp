@@ -155,6 +155,26 @@ float e4m3_to_f32(uint8_t v) {
   return sign ? -x : x;
 }
 
+uint8_t f32_to_e4m3(float v) {
+  if (std::isnan(v)) return 0x7F;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  const float a = std::fabs(v);
+  if (a >= 448.0f) return sign | 0x7E;
+  if (a < 0.015625f) {  // below 2^-6: subnormals, steps of 2^-9 (8 steps reach the smallest normal)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+  }
+  int e = 0;
+  const float f = std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
+  int exp = e - 1 + 7;
+  auto mant = static_cast<int>(std::nearbyint((f * 2.0f - 1.0f) * 8.0f));
+  if (mant == 8) {
+    mant = 0;
+    ++exp;
+  }
+  if (exp > 15 || (exp == 15 && mant == 7)) return sign | 0x7E;
+  return sign | static_cast<uint8_t>(exp << 3 | mant);
+}
+
 void gptq_dequantize(const int32_t* qweight, const int32_t* qzeros, const float* scales,
                      const int32_t* g_idx, int64_t in, int64_t out, int bits, bool zeros_minus_one,
                      float* w) {

@@ -70,6 +70,9 @@ result<quant_config> resolve_quantization(const std::string& requested, const qu
                                           bool dummy);
 
 float e4m3_to_f32(uint8_t v);
+// The float8 e4m3fn code nearest v (ties to even), saturated to +-448 (as
+// vLLM's FP8 KV cache writes; NaN gives 0x7F): the FP8 KV cache's encoding.
+uint8_t f32_to_e4m3(float v);
 
 // W [out, in] row-major from the packed tensors (shapes as above, checked
 // by the caller). scales / scale_inv already float32.

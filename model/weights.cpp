@@ -195,11 +195,20 @@ const char* dtype_name(dtype t) {
     case dtype::f32: return "F32";
     case dtype::bf16: return "BF16";
     case dtype::f16: return "F16";
+    case dtype::fp8_e4m3: return "F8_E4M3";
   }
   return "?";
 }
 
-size_t dtype_size(dtype t) { return t == dtype::f32 ? 4 : 2; }
+size_t dtype_size(dtype t) {
+  switch (t) {
+    case dtype::f32: return 4;
+    case dtype::bf16:
+    case dtype::f16: return 2;
+    case dtype::fp8_e4m3: return 1;
+  }
+  return 4;
+}
 
 const char* stored_type_name(stored_type t) {
   switch (t) {

@@ -21,7 +21,10 @@
 
 namespace troupe {
 
-enum class dtype { f32, bf16, f16 };
+// The element types of tensors. fp8_e4m3 is the FP8 KV cache's storage
+// only (kv_cache_dtype: fp8; codes of f32_to_e4m3 times the layer's scale),
+// never a compute type.
+enum class dtype { f32, bf16, f16, fp8_e4m3 };
 
 const char* dtype_name(dtype t);
 size_t dtype_size(dtype t);

@@ -15,7 +15,9 @@ ncclDataType_t nccl_type(dtype t) {
     case dtype::f32: return ncclFloat32;
     case dtype::bf16: return ncclBfloat16;
     case dtype::f16: return ncclFloat16;
+    case dtype::fp8_e4m3: break;
   }
+  TROUPE_CHECK_MSG(false, "an FP8 tensor reached a collective");
   return ncclFloat32;
 }
 

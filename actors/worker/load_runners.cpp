@@ -49,6 +49,7 @@ runner_limits runner_limits_of(const engine_limits& limits) {
   rl.max_loras = limits.max_loras;
   rl.batch_invariant = limits.batch_invariant;
   rl.count_experts = limits.log_expert_counts;
+  rl.fp8_kv_cache = limits.fp8_kv_cache;
   return rl;
 }
 

@@ -41,15 +41,18 @@ model_runner::model_runner(std::unique_ptr<ops> backend, std::unique_ptr<llama_m
   TROUPE_CHECK(limits.num_blocks >= 2);
   const model_config& cfg = model_->config();
   const int64_t slots = limits.num_blocks * limits.block_size;
+  const dtype kv_type = limits.fp8_kv_cache ? dtype::fp8_e4m3 : model_->compute_type();
   for (int64_t l = 0; l < model_->num_layers(); ++l) {  // this pipeline stage's layers
-    kv_cache_.push_back({ops_->alloc(model_->compute_type(), slots, model_->kv_cols()),
-                         ops_->alloc(model_->compute_type(), slots, model_->kv_cols())});
+    const auto [k_scale, v_scale] = model_->kv_scales(l);
+    kv_cache_.push_back({ops_->alloc(kv_type, slots, model_->kv_cols()),
+                         ops_->alloc(kv_type, slots, model_->kv_cols()), k_scale, v_scale});
   }
   if (limits.num_cpu_blocks > 0) {
     const int64_t host_slots = (limits.num_cpu_blocks + 1) * limits.block_size;
     for (int64_t l = 0; l < model_->num_layers(); ++l) {
-      swap_cache_.push_back({ops_->alloc_host(model_->compute_type(), host_slots, model_->kv_cols()),
-                             ops_->alloc_host(model_->compute_type(), host_slots, model_->kv_cols())});
+      swap_cache_.push_back({ops_->alloc_host(kv_type, host_slots, model_->kv_cols()),
+                             ops_->alloc_host(kv_type, host_slots, model_->kv_cols()),
+                             kv_cache_[static_cast<size_t>(l)].k_scale, kv_cache_[static_cast<size_t>(l)].v_scale});
     }
   }
   const int64_t t = limits.max_num_batched_tokens;

@@ -39,6 +39,9 @@ struct runner_limits {
   bool batch_invariant = false;
   // Tally each sparse layer's routing per expert (llama_model::enable_expert_counts).
   bool count_experts = false;
+  // kv_cache_dtype fp8: the KV cache holds float8 e4m3 codes over the
+  // model's per-layer scales (kv_cache_layer); else the compute type.
+  bool fp8_kv_cache = false;
 };
 
 class model_runner {

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "model/quantization.h"
 
 namespace troupe {
 
@@ -40,12 +41,28 @@ float dot(const float* q, const float* k, int64_t n) {
 // Online softmax a tile of keys at a time: the tile's scores, one rescale of
 // the running sum and accumulator per tile (not per key), then the weighted
 // values. The same result as key by key up to float rounding.
+// The head's K or V row of `slot`: in the cache (float32), or decoded from
+// its FP8 codes into `scratch` (head_dim floats).
+const float* kv_row(const tensor& t, float kv_scale, int64_t slot, int64_t offset, int64_t head_dim,
+                    float* scratch) {
+  if (t.type != dtype::fp8_e4m3) return t.f32() + slot * t.cols + offset;
+  static const std::vector<float> decoded = [] {
+    std::vector<float> table(256);
+    for (int c = 0; c < 256; ++c) table[static_cast<size_t>(c)] = e4m3_to_f32(static_cast<uint8_t>(c));
+    return table;
+  }();
+  const uint8_t* codes = static_cast<const uint8_t*>(t.data) + slot * t.cols + offset;
+  for (int64_t d = 0; d < head_dim; ++d) scratch[d] = decoded[codes[d]] * kv_scale;
+  return scratch;
+}
+
+// `scratch`: head_dim * (key_tile + 1) floats for an FP8 cache's decoded rows.
 void attend_one(const attention_job& job, const kv_cache_layer& cache, int64_t block_size,
-                int64_t head_dim, float scale, float* acc) {
+                int64_t head_dim, float scale, float* acc, float* scratch) {
   float running_max = -std::numeric_limits<float>::infinity();
   float running_sum = 0.0f;
   std::fill(acc, acc + head_dim, 0.0f);
-  const int64_t kv_cols = cache.k.cols;
+  const int64_t offset = job.kv_head * head_dim;
   float scores[key_tile];
   const float* values[key_tile];
   for (int64_t t0 = 0; t0 < job.num_keys; t0 += key_tile) {
@@ -55,8 +72,8 @@ void attend_one(const attention_job& job, const kv_cache_layer& cache, int64_t b
       const int64_t t = t0 + i;
       const int64_t slot = static_cast<int64_t>(job.block_table[t / block_size]) * block_size +
                            t % block_size;
-      const float* key = cache.k.f32() + slot * kv_cols + job.kv_head * head_dim;
-      values[i] = cache.v.f32() + slot * kv_cols + job.kv_head * head_dim;
+      const float* key = kv_row(cache.k, cache.k_scale, slot, offset, head_dim, scratch + key_tile * head_dim);
+      values[i] = kv_row(cache.v, cache.v_scale, slot, offset, head_dim, scratch + i * head_dim);
       scores[i] = dot(job.q, key, head_dim) * scale;
       tile_max = std::max(tile_max, scores[i]);
     }
@@ -97,6 +114,7 @@ void cpu_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
 #pragma omp parallel
   {
     std::vector<float> acc(static_cast<size_t>(head_dim));
+    std::vector<float> scratch(cache.fp8() ? static_cast<size_t>(head_dim * (key_tile + 1)) : 0);
 #pragma omp for schedule(dynamic, 16)
     for (int64_t job_index = 0; job_index < total; ++job_index) {
       const int64_t token = job_index / num_heads;
@@ -112,7 +130,7 @@ void cpu_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
       job.block_table = meta.block_tables + s * meta.max_blocks_per_seq;
       job.num_keys = meta.seq_lens[s] - query_len + index_in_query + 1;
       job.kv_head = head / group;
-      attend_one(job, cache, meta.block_size, head_dim, scale, acc.data());
+      attend_one(job, cache, meta.block_size, head_dim, scale, acc.data(), scratch.data());
     }
   }
 }

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "common/check.h"
 #include "kernels/cpu/cpu_moe.h"
+#include "model/quantization.h"
 
 namespace troupe {
 
@@ -34,12 +36,13 @@ void* cpu_ops::allocate_bytes(size_t bytes) {
 }
 
 tensor cpu_ops::alloc(dtype type, int64_t rows, int64_t cols) {
-  TROUPE_CHECK_MSG(type == dtype::f32, "the cpu backend computes in float32 only");
+  // float32, or the FP8 KV cache's codes
+  TROUPE_CHECK_MSG(type == dtype::f32 || type == dtype::fp8_e4m3, "the cpu backend computes in float32 only");
   tensor t;
   t.type = type;
   t.rows = rows;
   t.cols = cols;
-  t.data = allocate_bytes(static_cast<size_t>(rows * cols) * sizeof(float));
+  t.data = allocate_bytes(static_cast<size_t>(rows * cols) * dtype_size(type));
   return t;
 }
 
@@ -240,6 +243,27 @@ void cpu_ops::rope(const tensor& q, const tensor& k, const int32_t* positions,
   }
 }
 
+namespace {
+
+// One token's K and V rows into the cache at `slot` (float32, or FP8 codes
+// of the values over the layer's scales).
+void store_kv_row(const kv_cache_layer& cache, int64_t slot, const float* k, const float* v) {
+  const int64_t cols = cache.k.cols;
+  if (!cache.fp8()) {
+    std::memcpy(cache.k.f32() + slot * cols, k, static_cast<size_t>(cols) * sizeof(float));
+    std::memcpy(cache.v.f32() + slot * cols, v, static_cast<size_t>(cols) * sizeof(float));
+    return;
+  }
+  uint8_t* kc = static_cast<uint8_t*>(cache.k.data) + slot * cols;
+  uint8_t* vc = static_cast<uint8_t*>(cache.v.data) + slot * cols;
+  for (int64_t j = 0; j < cols; ++j) {
+    kc[j] = f32_to_e4m3(k[j] / cache.k_scale);
+    vc[j] = f32_to_e4m3(v[j] / cache.v_scale);
+  }
+}
+
+}  // namespace
+
 void cpu_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
                              int64_t head_dim, const tensor* q_norm, const tensor* k_norm,
                              float eps, const int32_t* positions, const rope_tables& tables,
@@ -265,25 +289,22 @@ void cpu_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_k
     const int32_t slot = slot_mapping[i];
     if (slot < 0) continue;  // padding
     TROUPE_CHECK(slot < cache.k.rows);
-    float* k = cache.k.f32() + slot * kv_cols;
-    std::memcpy(k, row + q_cols, static_cast<size_t>(kv_cols) * sizeof(float));
-    norm_heads(k, num_kv_heads, k_norm);
-    rotate_heads(k, num_kv_heads, head_dim, positions[i], tables);
-    std::memcpy(cache.v.f32() + slot * kv_cols, row + q_cols + kv_cols,
-                static_cast<size_t>(kv_cols) * sizeof(float));
+    thread_local std::vector<float> k;
+    k.assign(row + q_cols, row + q_cols + kv_cols);
+    norm_heads(k.data(), num_kv_heads, k_norm);
+    rotate_heads(k.data(), num_kv_heads, head_dim, positions[i], tables);
+    store_kv_row(cache, slot, k.data(), row + q_cols + kv_cols);
   }
 }
 
 void cpu_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                              const kv_cache_layer& cache) {
   TROUPE_CHECK(k.cols == cache.k.cols && v.cols == cache.v.cols);
-  const size_t row_bytes = static_cast<size_t>(k.cols) * sizeof(float);
   for (int64_t i = 0; i < k.rows; ++i) {
     const int32_t slot = slot_mapping[i];
     if (slot < 0) continue;  // padding
     TROUPE_CHECK(slot < cache.k.rows);
-    std::memcpy(cache.k.f32() + slot * cache.k.cols, k.f32() + i * k.cols, row_bytes);
-    std::memcpy(cache.v.f32() + slot * cache.v.cols, v.f32() + i * v.cols, row_bytes);
+    store_kv_row(cache, slot, k.f32() + i * k.cols, v.f32() + i * v.cols);
   }
 }
 
@@ -335,13 +356,17 @@ void cpu_ops::gather_rows(const tensor& x, const int32_t* indices, int64_t n,
 void cpu_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& dst,
                              const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
                              int64_t block_size) {
-  TROUPE_CHECK(src.k.cols == dst.k.cols && src.v.cols == dst.v.cols);
-  const size_t bytes = static_cast<size_t>(block_size * src.k.cols) * sizeof(float);
+  TROUPE_CHECK(src.k.cols == dst.k.cols && src.v.cols == dst.v.cols && src.k.type == dst.k.type);
+  const size_t element = dtype_size(src.k.type);
+  const size_t bytes = static_cast<size_t>(block_size * src.k.cols) * element;
+  auto at = [&](const tensor& t, int64_t block) {
+    return static_cast<char*>(t.data) + static_cast<size_t>(block * block_size * t.cols) * element;
+  };
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = src_blocks[i], d = dst_blocks[i];
     TROUPE_CHECK((s + 1) * block_size <= src.k.rows && (d + 1) * block_size <= dst.k.rows);
-    std::memcpy(dst.k.f32() + d * block_size * dst.k.cols, src.k.f32() + s * block_size * src.k.cols, bytes);
-    std::memcpy(dst.v.f32() + d * block_size * dst.v.cols, src.v.f32() + s * block_size * src.v.cols, bytes);
+    std::memcpy(at(dst.k, d), at(src.k, s), bytes);
+    std::memcpy(at(dst.v, d), at(src.v, s), bytes);
   }
 }
 

@@ -32,7 +32,9 @@ inline cuda::element_type element_of(dtype t) {
     case dtype::f32: return cuda::element_type::f32;
     case dtype::bf16: return cuda::element_type::bf16;
     case dtype::f16: return cuda::element_type::f16;
+    case dtype::fp8_e4m3: break;  // the FP8 KV cache: no CUDA kernel reads it yet
   }
+  TROUPE_CHECK_MSG(false, "an FP8 tensor reached a CUDA kernel");
   return cuda::element_type::f32;
 }
 
@@ -41,7 +43,9 @@ inline cudaDataType_t cublas_type_of(dtype t) {
     case dtype::f32: return CUDA_R_32F;
     case dtype::bf16: return CUDA_R_16BF;
     case dtype::f16: return CUDA_R_16F;
+    case dtype::fp8_e4m3: break;
   }
+  TROUPE_CHECK_MSG(false, "an FP8 tensor reached a cuBLAS product");
   return CUDA_R_32F;
 }
 

@@ -23,32 +23,34 @@ using namespace config_testing;
 
 TEST(config_keys, are_every_schema_key_in_order) {
   const auto& keys = config_keys();
-  ASSERT_EQ(keys.size(), 55u);
+  ASSERT_EQ(keys.size(), 57u);
   EXPECT_EQ(keys.front(), "model");
   EXPECT_EQ(keys[2], "served_model_name");
   EXPECT_EQ(keys[7], "quantization");
   EXPECT_EQ(keys[9], "max_model_len");
   EXPECT_EQ(keys[12], "cpu_offload_gb");
-  EXPECT_EQ(keys[21], "kv_admission");
-  EXPECT_EQ(keys[22], "max_num_seqs_per_request");
-  EXPECT_EQ(keys[25], "max_waiting_tokens");
-  EXPECT_EQ(keys[27], "async_scheduling");
-  EXPECT_EQ(keys[28], "batch_invariant");
-  EXPECT_EQ(keys[29], "tensor_parallel_size");
-  EXPECT_EQ(keys[30], "pipeline_parallel_size");
-  EXPECT_EQ(keys[31], "distributed_host");
-  EXPECT_EQ(keys[33], "distributed_timeout");
-  EXPECT_EQ(keys[34], "speculative_config");
-  EXPECT_EQ(keys[35], "enable_lora");
-  EXPECT_EQ(keys[39], "max_cpu_loras");
-  EXPECT_EQ(keys[40], "allow_runtime_lora_updating");
-  EXPECT_EQ(keys[41], "lora_allowed_dirs");
-  EXPECT_EQ(keys[42], "structured_outputs_disable_any_whitespace");
-  EXPECT_EQ(keys[43], "chat_template");
-  EXPECT_EQ(keys[44], "tool_call_parser");
-  EXPECT_EQ(keys[45], "enable_auto_tool_choice");
-  EXPECT_EQ(keys[46], "host");
-  EXPECT_EQ(keys.back(), "log_level");
+  EXPECT_EQ(keys[16], "kv_cache_dtype");
+  EXPECT_EQ(keys[22], "kv_admission");
+  EXPECT_EQ(keys[23], "max_num_seqs_per_request");
+  EXPECT_EQ(keys[26], "max_waiting_tokens");
+  EXPECT_EQ(keys[28], "async_scheduling");
+  EXPECT_EQ(keys[29], "batch_invariant");
+  EXPECT_EQ(keys[30], "tensor_parallel_size");
+  EXPECT_EQ(keys[31], "pipeline_parallel_size");
+  EXPECT_EQ(keys[32], "distributed_host");
+  EXPECT_EQ(keys[34], "distributed_timeout");
+  EXPECT_EQ(keys[35], "speculative_config");
+  EXPECT_EQ(keys[36], "enable_lora");
+  EXPECT_EQ(keys[40], "max_cpu_loras");
+  EXPECT_EQ(keys[41], "allow_runtime_lora_updating");
+  EXPECT_EQ(keys[42], "lora_allowed_dirs");
+  EXPECT_EQ(keys[43], "structured_outputs_disable_any_whitespace");
+  EXPECT_EQ(keys[44], "chat_template");
+  EXPECT_EQ(keys[45], "tool_call_parser");
+  EXPECT_EQ(keys[46], "enable_auto_tool_choice");
+  EXPECT_EQ(keys[47], "host");
+  EXPECT_EQ(keys[keys.size() - 2], "log_level");
+  EXPECT_EQ(keys.back(), "log_expert_counts");
 }
 
 TEST(nearest_name, suggests_only_close_names) {

@@ -93,6 +93,26 @@ TEST(quantization, e4m3_codes_and_fp8_blocks) {
   EXPECT_EQ(w, (std::vector<float>{1, 1, 2, 1, 1, 2, 4, 4, 8}));
 }
 
+// The FP8 KV cache's encoding: nearest code, ties to even, saturated.
+TEST(quantization, e4m3_encoding) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;  // NaN
+    EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(static_cast<uint8_t>(c))), c) << c;  // every code, -0 too
+  }
+  EXPECT_EQ(f32_to_e4m3(1.0625f), 0x38);   // halfway between 1 and 1.125: to the even 1
+  EXPECT_EQ(f32_to_e4m3(1.1875f), 0x3A);   // halfway between 1.125 and 1.25: to the even 1.25
+  EXPECT_EQ(f32_to_e4m3(1.07f), 0x39);     // nearer 1.125
+  EXPECT_EQ(f32_to_e4m3(-3.3f), 0xC5);     // -3.25 (2^1 x 1.625)
+  EXPECT_EQ(f32_to_e4m3(1000.0f), 0x7E);   // saturated to 448
+  EXPECT_EQ(f32_to_e4m3(-460.0f), 0xFE);   // -448
+  EXPECT_EQ(f32_to_e4m3(INFINITY), 0x7E);
+  EXPECT_EQ(f32_to_e4m3(NAN), 0x7F);
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(1.0f, -10)), 0x00);   // half the smallest subnormal: to the even 0
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(3.0f, -10)), 0x02);   // 1.5 subnormal steps: to the even 2
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(0.96f, -6)), 0x08);   // rounds up into the smallest normal
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(1.97f, -1)), 0x38);   // rounds up into the next exponent: 1.0
+}
+
 std::string config_error(const std::string& json) {
   auto r = parse_quant_config(json, "config.json");
   return r.ok() ? "(parsed)" : r.error_message();
