@@ -32,7 +32,7 @@ constexpr const char* usage =
     "             troupe worker --connect HOST:PORT [--rank-offset R] --model DIR [--<config-key> VALUE]...\n"
     "  bench      benchmarks (see docs/bench.md): troupe bench serve|throughput|latency ...\n"
     "  eval       logits consistency of two configurations (docs/eval.md):\n"
-    "             troupe eval kl --model DIR [--<config-key> VALUE]... --compare KEY=VALUE...\n"
+    "             troupe eval kl --model DIR [--<config-key> VALUE]... --compare KEY=VALUE [--compare ...]\n"
     "  make-lora  random PEFT LoRA adapters for a model (benchmarks; docs/lora.md):\n"
     "             troupe make-lora --model DIR --out DIR [--rank 16] [--alpha 32]\n"
     "                 [--targets q_proj,...|all] [--seed 0] [--dtype bfloat16] [--count N] [--b-scale S]\n"

@@ -15,7 +15,8 @@
 //   3. the report: KL mean, p99 and max, the argmax agreement, and from
 //      the two greedy runs the first-token agreement and the sequence
 //      agreement (identical in full; the mean common prefix).
-// One rank (tensor and pipeline parallelism are not supported here yet).
+// Tensor and pipeline parallelism in this process run as the engine runs
+// them (every rank a thread); stages in other processes are refused.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,7 +40,7 @@ namespace {
 
 constexpr const char* eval_usage =
     "usage: troupe eval kl --model DIR [--config FILE] [--<config-key> VALUE]...\n"
-    "           --compare KEY=VALUE [KEY=VALUE ...] [--num-prompts 32] [--input-len 128]\n"
+    "           --compare KEY=VALUE [--compare KEY=VALUE ...] [--num-prompts 32] [--input-len 128]\n"
     "           [--output-len 64] [--json-out FILE]   (docs/eval.md)\n";
 
 // Host memory for the reference's distributions, at most.
@@ -52,22 +53,26 @@ std::vector<bench::flag_spec> kl_specs() {
     if (f.name == "input-len") f.default_value = "128";
     if (f.name == "output-len") f.default_value = "64";
   }
-  s.push_back({"compare", bench::flag_kind::multi, ""});
+  s.push_back({"compare", bench::flag_kind::value, ""});  // repeatable
   s.push_back({"json-out", bench::flag_kind::value, ""});
   return s;
 }
 
-// One configuration, loaded: its runner (one rank) and limits.
+// One configuration, loaded: its ranks' runners and limits.
 struct loaded {
   engine_limits limits;
-  std::unique_ptr<model_runner> runner;
+  std::vector<std::unique_ptr<model_runner>> runners;
+  eval::runner_driver driver(const engine_config& config) const {
+    std::vector<model_runner*> ranks;
+    for (const auto& r : runners) ranks.push_back(r.get());
+    return eval::runner_driver(std::move(ranks), static_cast<int>(config.pipeline_parallel_size), limits);
+  }
 };
 
 result<loaded> load(const engine_config& config, const command_setup& setup, const char* which) {
-  if (config.tensor_parallel_size * config.pipeline_parallel_size != 1) {
-    return make_error(std::string(which) + ": eval kl runs one rank (tensor_parallel_size " +
-                      std::to_string(config.tensor_parallel_size) + ", pipeline_parallel_size " +
-                      std::to_string(config.pipeline_parallel_size) + ")");
+  if (config.distributed_port != 0) {
+    return make_error(std::string(which) + ": eval kl runs every pipeline stage in this process "
+                      "(distributed_port must be 0)");
   }
   if (config.enable_lora) return make_error(std::string(which) + ": eval kl does not take enable_lora");
   auto limits = derive_local_limits(config, setup.model);
@@ -77,7 +82,7 @@ result<loaded> load(const engine_config& config, const command_setup& setup, con
   if (!runners) return std::move(runners).take_error();
   loaded out;
   out.limits = *limits;
-  out.runner = std::move(runners->front());
+  out.runners = std::move(runners.value());
   return out;
 }
 
@@ -149,7 +154,7 @@ int run_eval_kl(const std::vector<std::string>& args) {
   {
     auto ref = load(reference_config, reference_setup, "reference");
     if (!ref) return print_error(ref.error_message()), 1;
-    eval::runner_driver driver(*ref->runner, ref->limits);
+    eval::runner_driver driver = ref->driver(reference_config);
     auto greedy = driver.greedy(prompts, output_len);
     if (!greedy) return print_error(greedy.error_message()), 1;
     reference_ids = std::move(*greedy);
@@ -172,7 +177,7 @@ int run_eval_kl(const std::vector<std::string>& args) {
   {
     auto cmp = load(compared_config, compared_setup, "compared");
     if (!cmp) return print_error(cmp.error_message()), 1;
-    eval::runner_driver driver(*cmp->runner, cmp->limits);
+    eval::runner_driver driver = cmp->driver(compared_config);
     auto greedy = driver.greedy(prompts, output_len);
     if (!greedy) return print_error(greedy.error_message()), 1;
     for (size_t i = 0; i < prompts.size(); ++i) report.add_sequences(reference_ids[i], (*greedy)[i]);

@@ -1,10 +1,42 @@
 #include "cli/eval/runner_driver.h"
 
 #include <algorithm>
+#include <exception>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
+#include "common/check.h"
+
 namespace troupe::eval {
+
+runner_driver::runner_driver(std::vector<model_runner*> ranks, int stages, const engine_limits& limits)
+    : ranks_(std::move(ranks)), limits_(limits) {
+  TROUPE_CHECK(!ranks_.empty() && stages >= 1 && ranks_.size() % static_cast<size_t>(stages) == 0);
+  answering_ = ranks_.size() - ranks_.size() / static_cast<size_t>(stages);
+}
+
+step_output runner_driver::execute(const step_plan& plan) {
+  if (ranks_.size() == 1) return ranks_[0]->execute(plan);
+  std::vector<step_output> outputs(ranks_.size());
+  std::vector<std::exception_ptr> errors(ranks_.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        outputs[r] = ranks_[r]->execute(plan);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (size_t r = 0; r < answering_; ++r) ranks_[r]->apply_stage_results(outputs[answering_]);
+  return std::move(outputs[answering_]);
+}
 
 result<std::vector<std::vector<int32_t>>> runner_driver::greedy(const std::vector<std::vector<int32_t>>& prompts,
                                                                 int64_t max_tokens) {
@@ -24,7 +56,8 @@ status runner_driver::score(const std::vector<std::vector<int32_t>>& sequences, 
   std::unordered_map<request_id, size_t> index;
   const request_id base = next_id_;
   for (size_t i = 0; i < sequences.size(); ++i) index[base + i] = i;
-  runner_.set_prompt_logits_tap([&](request_id id, int64_t target, const float* logits) {
+  model_runner& answering = *ranks_[answering_];
+  answering.set_prompt_logits_tap([&](request_id id, int64_t target, const float* logits) {
     on_logits(index.at(id), target, logits);
   });
   sampling_params params;
@@ -33,7 +66,7 @@ status runner_driver::score(const std::vector<std::vector<int32_t>>& sequences, 
   params.ignore_eos = true;
   params.prompt_logprobs = 0;
   status s = run(sequences, first, 0, params, nullptr);
-  runner_.set_prompt_logits_tap({});
+  answering.set_prompt_logits_tap({});
   return s;
 }
 
@@ -74,11 +107,11 @@ status runner_driver::run(const std::vector<std::vector<int32_t>>& sequences,
       ids.push_back(next_id_);
       member[next_id_++] = i;
     }
-    auto execute = [&](step_plan& plan) {
+    auto run_step = [&](step_plan& plan) {
       plan.step_id = next_step_++;
       plan.finished_ids = std::move(finished);
       finished.clear();
-      const step_output out = runner_.execute(plan);
+      const step_output out = execute(plan);
       if (sampled == nullptr) return;
       for (const sampled_output& o : out.outputs) {
         auto& tokens = (*sampled)[member.at(o.id)];
@@ -116,7 +149,7 @@ status runner_driver::run(const std::vector<std::vector<int32_t>>& sequences,
           plan.cached_requests.push_back(std::move(c));
         }
       }
-      execute(plan);
+      run_step(plan);
     }
     for (int64_t d = 0; d < decodes; ++d) {
       step_plan plan;
@@ -127,7 +160,7 @@ status runner_driver::run(const std::vector<std::vector<int32_t>>& sequences,
         plan.cached_requests.push_back(std::move(c));
         ++plan.total_num_scheduled_tokens;
       }
-      execute(plan);
+      run_step(plan);
     }
     finished = ids;
   }
@@ -135,7 +168,7 @@ status runner_driver::run(const std::vector<std::vector<int32_t>>& sequences,
     step_plan plan;  // nothing to run: the last group's requests dropped
     plan.step_id = next_step_++;
     plan.finished_ids = std::move(finished);
-    runner_.execute(plan);
+    execute(plan);
   }
   return {};
 }

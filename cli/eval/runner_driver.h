@@ -1,6 +1,9 @@
-// Drives one model_runner (one rank, lockstep) for `troupe eval kl` with
+// Drives an engine's model_runners (lockstep) for `troupe eval kl` with
 // plans built here, as the scheduler would build them for batches that
-// fit: sequences go in groups (at most max_num_seqs, their blocks within
+// fit. With several ranks (tensor and pipeline parallelism in this
+// process) every rank runs each plan at once, on a thread of its own, as
+// the worker group has them do; the last stage's first rank answers, and
+// the earlier stages take its tokens (apply_stage_results). Otherwise: sequences go in groups (at most max_num_seqs, their blocks within
 // the KV cache: every block a sequence will need is given at admission),
 // each group's prefill chunked to max_num_batched_tokens, then its decode
 // steps; a group's requests are finished in the next plan. The runner
@@ -20,7 +23,9 @@ namespace troupe::eval {
 
 class runner_driver {
  public:
-  runner_driver(model_runner& runner, const engine_limits& limits) : runner_(runner), limits_(limits) {}
+  // ranks: stage-major (stage s's tensor-parallel rank t at s * T + t) of
+  // `stages` pipeline stages.
+  runner_driver(std::vector<model_runner*> ranks, int stages, const engine_limits& limits);
 
   // Each prompt's greedy continuation of max_tokens tokens (end-of-sequence
   // tokens do not stop it). Errors: a prompt with its continuation longer
@@ -41,7 +46,11 @@ class runner_driver {
   status run(const std::vector<std::vector<int32_t>>& sequences, const std::vector<int64_t>& logprobs_start,
              int64_t decodes, const sampling_params& params, std::vector<std::vector<int32_t>>* sampled);
 
-  model_runner& runner_;
+  // Every rank runs the plan; the answering rank's output.
+  step_output execute(const step_plan& plan);
+
+  std::vector<model_runner*> ranks_;
+  size_t answering_ = 0;  // the last stage's first rank
   engine_limits limits_;
   int64_t next_step_ = 1;
   request_id next_id_ = 1;

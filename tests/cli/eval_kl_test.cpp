@@ -6,8 +6,9 @@
 // groups split by max_num_seqs and by the KV cache, and decode batches
 // padded as CUDA graphs pad them (TROUPE_DEBUG_PAD_DECODE); and the command:
 // a comparison that changes nothing numerically reports KL 0 and full
-// agreement, another model reports a large KL, and bad input is a clear
-// error (exit 2).
+// agreement, tensor x pipeline parallelism (2 x 2 ranks on threads) a KL
+// of float32 rounding, another model a large KL, and bad input is a clear
+// error (exit 2; stages in other processes: 1).
 #include <gtest/gtest.h>
 
 #include <simdjson.h>
@@ -116,7 +117,7 @@ TEST(eval_kl_driver, greedy_and_teacher_forced_distributions_match_the_goldens) 
   runner.capture_graphs();
   ::unsetenv("TROUPE_DEBUG_PAD_DECODE");
   ASSERT_EQ(runner.graph_sizes(), (std::vector<int64_t>{1, 2, 4}));
-  eval::runner_driver driver(runner, limits);
+  eval::runner_driver driver({&runner}, 1, limits);
 
   auto greedy = driver.greedy(prompts, steps);
   ASSERT_TRUE(static_cast<bool>(greedy)) << greedy.error_message();
@@ -183,6 +184,20 @@ TEST(eval_kl_command, reports_and_errors) {
   doc = parser.load(json);
   EXPECT_GT(double(doc["kl_mean"]), 0.1);
   EXPECT_LT(double(doc["argmax_agreement"]), 0.5);
+
+  // Tensor and pipeline parallelism (ranks on threads, as the engine's):
+  // the same model up to the order of float32 sums.
+  auto parallel = run_troupe({"eval", "kl", "--model", model_dir("tiny-llama"), "--compare",
+                              "tensor_parallel_size=2", "--compare", "pipeline_parallel_size=2", "--num-prompts", "4",
+                              "--input-len", "20", "--output-len", "6", "--json-out", json});
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.err;
+  doc = parser.load(json);
+  EXPECT_LT(double(doc["kl_max"]), 1e-6);
+  EXPECT_EQ(double(doc["sequence_agreement"]), 1.0);
+  auto remote = run_troupe({"eval", "kl", "--model", model, "--compare", "pipeline_parallel_size=2",
+                            "--compare", "distributed_port=29511"});
+  EXPECT_EQ(remote.exit_code, 1);
+  EXPECT_NE(remote.err.find("distributed_port must be 0"), std::string::npos) << remote.err;
 
   auto none = run_troupe({"eval", "kl", "--model", model});
   EXPECT_EQ(none.exit_code, 2);
