@@ -21,9 +21,10 @@ constexpr size_t kMaxStates = 300'000;
 constexpr int64_t kMaxBuildSteps = 4'000'000;
 constexpr size_t kMaxRules = 4000;
 // NFA states visited while making the automata deterministic (each subset's
-// closure, its lookup and its edges, summed over every subset): a state
-// bound alone lets nested counted repeats such as (.{0,40}){0,40} make a
-// few thousand subsets of thousands of NFA states each (minutes of work).
+// closure, its lookup and its edges' classes, summed over every subset): a
+// state bound alone lets nested counted repeats such as (.{0,40}){0,40}
+// make a few thousand subsets of thousands of NFA states each (minutes of
+// work).
 constexpr int64_t kMaxSubsetWork = 10'000'000;
 
 using class_set = std::bitset<256>;
@@ -255,9 +256,10 @@ class automaton_builder {
       subset_work_ += static_cast<int64_t>(set.size());
       for (int32_t s : set) {
         for (const nfa::byte_edge& e : a.bytes[static_cast<size_t>(s)]) {
-          subset_work_ += classes;
-          for (int32_t c = 0; c < classes; ++c) {
-            if (e.classes[static_cast<size_t>(c)]) by_class[static_cast<size_t>(c)].push_back(e.to);
+          // The edge's classes only (a literal's edge has one).
+          for (size_t c = e.classes._Find_first(); c < static_cast<size_t>(classes); c = e.classes._Find_next(c)) {
+            by_class[c].push_back(e.to);
+            ++subset_work_;
           }
         }
         for (const nfa::call_edge& e : a.calls[static_cast<size_t>(s)]) by_rule[e.rule].push_back(e.to);

@@ -54,6 +54,8 @@ std::vector<std::string> stage_checks(const engine_config& config, const model_c
           line("max_num_batched_tokens", limits.max_num_batched_tokens),
           line("max_num_seqs", limits.max_num_seqs),
           line("num_cpu_blocks", limits.num_cpu_blocks),
+          line("kv_cache_dtype", limits.fp8_kv_cache ? "fp8_e4m3" : "auto"),
+          line("log_expert_counts", limits.log_expert_counts),
           line("num_speculative_tokens", limits.num_speculative_tokens),
           line("max_loras", limits.max_loras),
           line("batch_invariant", limits.batch_invariant ? 1 : 0)};

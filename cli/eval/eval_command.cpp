@@ -6,8 +6,9 @@
 // datasets; random token ids by default):
 //   1. the reference greedily continues each prompt by --output-len tokens
 //      and then scores prompt + continuation teacher forced: its next-token
-//      distributions at the continuation's positions are kept (float32 log
-//      probabilities, prompts x output-len x vocab x 4 bytes of memory);
+//      distributions at the continuation's positions are kept (its float32
+//      logits and a double log-sum-exp a row: prompts x output-len x vocab
+//      x 4 bytes of memory);
 //   2. its weights are released, the compared configuration is loaded, and
 //      it continues the prompts greedily too and scores the reference's
 //      sequences: KL(reference || compared) at each position, and whether
@@ -18,7 +19,9 @@
 // Tensor and pipeline parallelism in this process run as the engine runs
 // them (every rank a thread); stages in other processes are refused.
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -69,13 +72,27 @@ struct loaded {
   }
 };
 
-result<loaded> load(const engine_config& config, const command_setup& setup, const char* which) {
+// What a configuration can run before anything loads: this process's
+// stages, no LoRA, the limits (the backend refuses what it cannot hold),
+// and sequences of `longest` tokens within max_model_len.
+result<engine_limits> preflight(const engine_config& config, const command_setup& setup, const char* which,
+                                int64_t longest) {
   if (config.distributed_port != 0) {
     return make_error(std::string(which) + ": eval kl runs every pipeline stage in this process "
                       "(distributed_port must be 0)");
   }
   if (config.enable_lora) return make_error(std::string(which) + ": eval kl does not take enable_lora");
   auto limits = derive_local_limits(config, setup.model);
+  if (!limits) return make_error(std::string(which) + ": " + limits.error_message());
+  if (longest > limits->max_model_len) {
+    return make_error(std::string(which) + ": a prompt and its --output-len take " + std::to_string(longest) +
+                      " tokens, more than max_model_len " + std::to_string(limits->max_model_len));
+  }
+  return limits;
+}
+
+result<loaded> load(const engine_config& config, const command_setup& setup, const char* which, int64_t longest) {
+  auto limits = preflight(config, setup, which, longest);
   if (!limits) return std::move(limits).take_error();
   std::fprintf(stderr, "eval kl: loading the %s configuration (%s)\n", which, config.model.c_str());
   auto runners = load_runners(config, setup.model, *limits);
@@ -133,10 +150,19 @@ int run_eval_kl(const std::vector<std::string>& args) {
   const int64_t output_len = opts->output_len;
   std::vector<std::vector<int32_t>> prompts;
   for (const bench::sample_request& s : *samples) prompts.push_back(s.prompt_ids);
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, static_cast<int64_t>(p.size()) + output_len);
+  // Both configurations checked before the reference runs (minutes, on a
+  // large model) rather than after.
+  for (const auto& [config, setup, which] :
+       {std::tuple<const engine_config&, const command_setup&, const char*>{reference_config, reference_setup, "reference"},
+        {compared_config, compared_setup, "compared"}}) {
+    if (auto ok = preflight(config, setup, which, longest); !ok) return print_error(ok.error_message()), 1;
+  }
   const double gib = static_cast<double>(prompts.size()) * static_cast<double>(output_len) *
                      static_cast<double>(vocab) * 4 / double(1 << 30);
   if (gib > max_reference_gib) {
-    return print_error("eval kl: the reference's distributions would take " + std::to_string(gib) +
+    return print_error("eval kl: the reference's logits would take " + std::to_string(gib) +
                        " GiB of memory (prompts x output-len x vocab x 4 bytes; at most " +
                        std::to_string(max_reference_gib) + "): lower --num-prompts or --output-len"), 2;
   }
@@ -145,14 +171,20 @@ int run_eval_kl(const std::vector<std::string>& args) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<int32_t>> reference_ids, sequences;
   std::vector<int64_t> first;
+  // The reference's logits (float32, as computed) and each row's
+  // log-sum-exp (double): its distributions, read in double.
   std::vector<float> reference(static_cast<size_t>(prompts.size()) * static_cast<size_t>(output_len) *
                                static_cast<size_t>(vocab));
-  auto slot = [&](size_t i, int64_t target) {
-    return reference.data() + (i * static_cast<size_t>(output_len) +
-                               static_cast<size_t>(target - first[i])) * static_cast<size_t>(vocab);
+  std::vector<double> reference_lse(prompts.size() * static_cast<size_t>(output_len));
+  auto position = [&](size_t i, int64_t target) {
+    return i * static_cast<size_t>(output_len) + static_cast<size_t>(target - first[i]);
+  };
+  auto reference_row = [&](size_t i, int64_t target) {
+    const size_t at = position(i, target);
+    return eval::logits_row{reference.data() + at * static_cast<size_t>(vocab), reference_lse[at]};
   };
   {
-    auto ref = load(reference_config, reference_setup, "reference");
+    auto ref = load(reference_config, reference_setup, "reference", longest);
     if (!ref) return print_error(ref.error_message()), 1;
     eval::runner_driver driver = ref->driver(reference_config);
     auto greedy = driver.greedy(prompts, output_len);
@@ -163,10 +195,10 @@ int run_eval_kl(const std::vector<std::string>& args) {
       sequences.push_back(prompts[i]);
       sequences.back().insert(sequences.back().end(), reference_ids[i].begin(), reference_ids[i].end());
     }
-    std::vector<float> row;
     status s = driver.score(sequences, first, [&](size_t i, int64_t target, const float* logits) {
-      eval::log_softmax(logits, vocab, row);
-      std::copy(row.begin(), row.end(), slot(i, target));
+      const size_t at = position(i, target);
+      std::copy(logits, logits + vocab, reference.data() + at * static_cast<size_t>(vocab));
+      reference_lse[at] = eval::log_sum_exp(logits, vocab);
     });
     if (!s) return print_error(s.error_message()), 1;
   }
@@ -175,18 +207,16 @@ int run_eval_kl(const std::vector<std::string>& args) {
   // 2. The compared configuration over the same prompts and sequences.
   eval::kl_report report;
   {
-    auto cmp = load(compared_config, compared_setup, "compared");
+    auto cmp = load(compared_config, compared_setup, "compared", longest);
     if (!cmp) return print_error(cmp.error_message()), 1;
     eval::runner_driver driver = cmp->driver(compared_config);
     auto greedy = driver.greedy(prompts, output_len);
     if (!greedy) return print_error(greedy.error_message()), 1;
     for (size_t i = 0; i < prompts.size(); ++i) report.add_sequences(reference_ids[i], (*greedy)[i]);
-    std::vector<float> row;
     status s = driver.score(sequences, first, [&](size_t i, int64_t target, const float* logits) {
-      eval::log_softmax(logits, vocab, row);
-      const float* p = slot(i, target);
-      report.add_position(eval::kl_divergence(p, row.data(), vocab),
-                          eval::argmax(p, vocab) == eval::argmax(row.data(), vocab), eval::entropy(p, vocab));
+      const eval::logits_row p = reference_row(i, target), q = eval::row_of(logits, vocab);
+      report.add_position(eval::kl_divergence(p, q, vocab),
+                          eval::argmax(p.logits, vocab) == eval::argmax(logits, vocab), eval::entropy(p, vocab));
     });
     if (!s) return print_error(s.error_message()), 1;
   }
@@ -244,7 +274,14 @@ int run_eval(const std::vector<std::string>& args) {
     std::fputs(eval_usage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "kl") return run_eval_kl(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (args[0] == "kl") {
+    try {
+      return run_eval_kl(std::vector<std::string>(args.begin() + 1, args.end()));
+    } catch (const std::exception& e) {  // a lost rank, a failed collective
+      print_error(std::string("eval kl: ") + e.what());
+      return 1;
+    }
+  }
   print_error("unknown eval command '" + args[0] + "'\n" + eval_usage);
   return 2;
 }

@@ -6,44 +6,46 @@
 
 namespace troupe::eval {
 
-void log_softmax(const float* logits, int64_t n, std::vector<float>& out) {
-  out.resize(static_cast<size_t>(n));
+double log_sum_exp(const float* logits, int64_t n) {
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t v = 0; v < n; ++v) {
     if (std::isfinite(logits[v])) max = std::max(max, static_cast<double>(logits[v]));
   }
-  if (!std::isfinite(max)) {  // nothing finite: uniform
-    std::fill(out.begin(), out.end(), static_cast<float>(-std::log(static_cast<double>(n))));
-    return;
-  }
+  if (!std::isfinite(max)) return std::numeric_limits<double>::quiet_NaN();  // nothing finite: uniform
   double sum = 0;
   for (int64_t v = 0; v < n; ++v) {
     if (std::isfinite(logits[v])) sum += std::exp(static_cast<double>(logits[v]) - max);
   }
-  const double log_sum = std::log(sum) + max;
-  for (int64_t v = 0; v < n; ++v) {
-    out[static_cast<size_t>(v)] = std::isfinite(logits[v])
-                                      ? static_cast<float>(static_cast<double>(logits[v]) - log_sum)
-                                      : -std::numeric_limits<float>::infinity();
-  }
+  return std::log(sum) + max;
 }
 
-double kl_divergence(const float* log_p, const float* log_q, int64_t n) {
+double log_prob(const logits_row& r, int64_t v, int64_t n) {
+  if (std::isnan(r.lse)) return -std::log(static_cast<double>(n));
+  if (!std::isfinite(r.logits[v])) return -std::numeric_limits<double>::infinity();
+  return static_cast<double>(r.logits[v]) - r.lse;
+}
+
+void log_softmax(const float* logits, int64_t n, std::vector<float>& out) {
+  const logits_row r = row_of(logits, n);
+  out.resize(static_cast<size_t>(n));
+  for (int64_t v = 0; v < n; ++v) out[static_cast<size_t>(v)] = static_cast<float>(log_prob(r, v, n));
+}
+
+double kl_divergence(const logits_row& p, const logits_row& q, int64_t n) {
   double kl = 0;
   for (int64_t v = 0; v < n; ++v) {
-    if (log_p[v] == -std::numeric_limits<float>::infinity()) continue;
-    const double p = std::exp(static_cast<double>(log_p[v]));
-    if (p == 0) continue;
-    kl += p * (static_cast<double>(log_p[v]) - static_cast<double>(log_q[v]));
+    const double lp = log_prob(p, v, n);
+    if (lp == -std::numeric_limits<double>::infinity()) continue;
+    kl += std::exp(lp) * (lp - log_prob(q, v, n));
   }
   return std::max(kl, 0.0);  // rounding can leave a tiny negative for equal distributions
 }
 
-double entropy(const float* log_p, int64_t n) {
+double entropy(const logits_row& p, int64_t n) {
   double h = 0;
   for (int64_t v = 0; v < n; ++v) {
-    if (log_p[v] == -std::numeric_limits<float>::infinity()) continue;
-    h -= std::exp(static_cast<double>(log_p[v])) * static_cast<double>(log_p[v]);
+    const double lp = log_prob(p, v, n);
+    if (lp != -std::numeric_limits<double>::infinity()) h -= std::exp(lp) * lp;
   }
   return h;
 }

@@ -12,16 +12,30 @@
 
 namespace troupe::eval {
 
-// out[v] = log softmax(logits)[v], computed in double (n >= 1; non-finite
-// logits count as -inf, all of them so: uniform).
+// A next-token distribution as float32 logits and their log-sum-exp (in
+// double): log p_v = logits[v] - lse, computed in double when read. A
+// logit that is not finite counts as -inf; a row with none finite is
+// uniform (lse NaN).
+struct logits_row {
+  const float* logits = nullptr;
+  double lse = 0;
+};
+
+// log sum_v exp(logits[v]) in double; NaN when no logit is finite.
+double log_sum_exp(const float* logits, int64_t n);
+inline logits_row row_of(const float* logits, int64_t n) { return {logits, log_sum_exp(logits, n)}; }
+// log p_v of row r over n tokens.
+double log_prob(const logits_row& r, int64_t v, int64_t n);
+
+// out[v] = log p_v as float (for callers that compare log-probabilities).
 void log_softmax(const float* logits, int64_t n, std::vector<float>& out);
 
-// KL(P || Q) from log probabilities (terms with p_v = 0 add nothing; a q_v
-// of -inf where p_v > 0 makes it +inf).
-double kl_divergence(const float* log_p, const float* log_q, int64_t n);
+// KL(P || Q) = sum_v p_v (log p_v - log q_v), in double (terms with p_v =
+// 0 add nothing; a q_v of 0 where p_v > 0 makes it +inf).
+double kl_divergence(const logits_row& p, const logits_row& q, int64_t n);
 
 // The entropy of P in nats, -sum_v p_v log p_v (ln n for a uniform P).
-double entropy(const float* log_p, int64_t n);
+double entropy(const logits_row& p, int64_t n);
 
 // The index of the largest value (equal ones: the lowest index).
 int64_t argmax(const float* v, int64_t n);

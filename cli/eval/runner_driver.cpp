@@ -25,13 +25,16 @@ step_output runner_driver::execute(const step_plan& plan) {
     threads.emplace_back([&, r] {
       try {
         outputs[r] = ranks_[r]->execute(plan);
-      } catch (...) {
+      } catch (const std::exception& e) {
         errors[r] = std::current_exception();
+        // The others may wait for this rank in a collective: end them too
+        // (as the worker group does when a rank is lost).
+        for (model_runner* rank : ranks_) rank->abort_groups(std::string("rank ") + std::to_string(r) + ": " + e.what());
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
+  for (const std::exception_ptr& e : errors) {  // the first rank's error (the others' follow from it)
     if (e) std::rethrow_exception(e);
   }
   for (size_t r = 0; r < answering_; ++r) ranks_[r]->apply_stage_results(outputs[answering_]);
@@ -40,6 +43,13 @@ step_output runner_driver::execute(const step_plan& plan) {
 
 result<std::vector<std::vector<int32_t>>> runner_driver::greedy(const std::vector<std::vector<int32_t>>& prompts,
                                                                 int64_t max_tokens) {
+  for (size_t i = 0; i < prompts.size(); ++i) {  // the scheduler's rule: prompt + max_tokens
+    const auto len = static_cast<int64_t>(prompts[i].size()) + max_tokens;
+    if (len > limits_.max_model_len) {
+      return make_error("sequence " + std::to_string(i) + " needs " + std::to_string(len) +
+                        " tokens, more than max_model_len " + std::to_string(limits_.max_model_len));
+    }
+  }
   sampling_params params;
   params.temperature = 0.0f;
   params.max_tokens = static_cast<int32_t>(max_tokens);
@@ -56,8 +66,12 @@ status runner_driver::score(const std::vector<std::vector<int32_t>>& sequences, 
   std::unordered_map<request_id, size_t> index;
   const request_id base = next_id_;
   for (size_t i = 0; i < sequences.size(); ++i) index[base + i] = i;
-  model_runner& answering = *ranks_[answering_];
-  answering.set_prompt_logits_tap([&](request_id id, int64_t target, const float* logits) {
+  // The tap refers to this frame: unset on every way out (an exception too).
+  struct tap_scope {
+    model_runner& runner;
+    ~tap_scope() { runner.set_prompt_logits_tap({}); }
+  } tap{*ranks_[answering_]};
+  tap.runner.set_prompt_logits_tap([&](request_id id, int64_t target, const float* logits) {
     on_logits(index.at(id), target, logits);
   });
   sampling_params params;
@@ -65,9 +79,7 @@ status runner_driver::score(const std::vector<std::vector<int32_t>>& sequences, 
   params.max_tokens = 1;
   params.ignore_eos = true;
   params.prompt_logprobs = 0;
-  status s = run(sequences, first, 0, params, nullptr);
-  answering.set_prompt_logits_tap({});
-  return s;
+  return run(sequences, first, 0, params, nullptr);
 }
 
 status runner_driver::run(const std::vector<std::vector<int32_t>>& sequences,

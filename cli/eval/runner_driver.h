@@ -1,14 +1,16 @@
 // Drives an engine's model_runners (lockstep) for `troupe eval kl` with
-// plans built here, as the scheduler would build them for batches that
-// fit. With several ranks (tensor and pipeline parallelism in this
-// process) every rank runs each plan at once, on a thread of its own, as
-// the worker group has them do; the last stage's first rank answers, and
-// the earlier stages take its tokens (apply_stage_results). Otherwise: sequences go in groups (at most max_num_seqs, their blocks within
-// the KV cache: every block a sequence will need is given at admission),
-// each group's prefill chunked to max_num_batched_tokens, then its decode
-// steps; a group's requests are finished in the next plan. The runner
-// keeps its CUDA graphs (decode steps replay them) and its chunked
-// prefill; there is no prefix caching (every token is computed).
+// plans built here, as the scheduler would build them for batches that fit:
+// sequences go in groups (at most max_num_seqs, their blocks within the KV
+// cache: every block a sequence will need is given at admission), each
+// group's prefill chunked to max_num_batched_tokens, then its decode steps;
+// a group's requests are finished in the next plan. The runners keep their
+// CUDA graphs (decode steps replay them) and chunked prefill; there is no
+// prefix caching (every token is computed). With several ranks (tensor and
+// pipeline parallelism in this process) every rank runs each plan at once,
+// on a thread of its own, as the worker group has them do: the last
+// stage's first rank answers, the earlier stages take its tokens
+// (apply_stage_results), and a rank that throws aborts the others' groups
+// (no rank is left waiting in a collective) and its exception comes out.
 #pragma once
 
 #include <cstdint>

@@ -38,9 +38,6 @@ float dot(const float* q, const float* k, int64_t n) {
   return sum;
 }
 
-// Online softmax a tile of keys at a time: the tile's scores, one rescale of
-// the running sum and accumulator per tile (not per key), then the weighted
-// values. The same result as key by key up to float rounding.
 // The head's K or V row of `slot`: in the cache (float32), or decoded from
 // its FP8 codes into `scratch` (head_dim floats).
 const float* kv_row(const tensor& t, float kv_scale, int64_t slot, int64_t offset, int64_t head_dim,
@@ -56,7 +53,10 @@ const float* kv_row(const tensor& t, float kv_scale, int64_t slot, int64_t offse
   return scratch;
 }
 
-// `scratch`: head_dim * (key_tile + 1) floats for an FP8 cache's decoded rows.
+// Online softmax a tile of keys at a time: the tile's scores, one rescale of
+// the running sum and accumulator per tile (not per key), then the weighted
+// values. The same result as key by key up to float rounding. `scratch`:
+// head_dim * (key_tile + 1) floats for an FP8 cache's decoded rows.
 void attend_one(const attention_job& job, const kv_cache_layer& cache, int64_t block_size,
                 int64_t head_dim, float scale, float* acc, float* scratch) {
   float running_max = -std::numeric_limits<float>::infinity();

@@ -51,6 +51,7 @@ int32_t* cpu_ops::alloc_ints(int64_t n) {
 }
 
 void cpu_ops::upload(const float* host, const tensor& dst) {
+  TROUPE_CHECK(dst.type == dtype::f32);
   std::memcpy(dst.data, host, static_cast<size_t>(dst.numel()) * sizeof(float));
 }
 
@@ -70,15 +71,17 @@ void cpu_ops::download_ints(const int32_t* src, int32_t* host, int64_t n) {
 }
 
 void cpu_ops::fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) {
+  TROUPE_CHECK(dst.type == dtype::f32);
   fill_dummy_f32(key, dst.f32(), static_cast<size_t>(dst.numel()), scale, offset);
 }
 
 void cpu_ops::download(const tensor& src, float* host) {
+  TROUPE_CHECK(src.type == dtype::f32);  // (an FP8 KV cache is read through attention only)
   std::memcpy(host, src.data, static_cast<size_t>(src.numel()) * sizeof(float));
 }
 
 void cpu_ops::copy(const tensor& src, const tensor& dst) {
-  TROUPE_CHECK(src.numel() == dst.numel());
+  TROUPE_CHECK(src.numel() == dst.numel() && src.type == dtype::f32 && dst.type == dtype::f32);
   std::memcpy(dst.data, src.data, static_cast<size_t>(src.numel()) * sizeof(float));
 }
 

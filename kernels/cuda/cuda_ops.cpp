@@ -336,6 +336,7 @@ void cuda_ops::reserve_attention_workspace(int64_t max_num_seqs, int64_t num_hea
 }
 
 tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
+  TROUPE_CHECK_MSG(type != dtype::fp8_e4m3, "the cuda backend has no FP8 KV cache yet (kv_cache_dtype fp8)");
   tensor t{nullptr, type, rows, cols};
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_size(type);
   TROUPE_CUDA_CHECK(cudaMalloc(&t.data, bytes));
@@ -345,6 +346,7 @@ tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
 }
 
 tensor cuda_ops::alloc_host(dtype type, int64_t rows, int64_t cols) {
+  TROUPE_CHECK_MSG(type != dtype::fp8_e4m3, "the cuda backend has no FP8 KV cache yet (kv_cache_dtype fp8)");
   tensor t{nullptr, type, rows, cols};
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_size(type);
   TROUPE_CUDA_CHECK(cudaMallocHost(&t.data, bytes));
@@ -402,9 +404,11 @@ void cuda_ops::upload_ints(const int32_t* host, int32_t* dst, int64_t n) {
 }
 
 void cuda_ops::download_ints(const int32_t* src, int32_t* host, int64_t n) {
+  bind_thread();  // (an actor's thread may have another rank's device current)
+  if (n > 0) {
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(host, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost, impl_->stream));
+  }
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  if (n == 0) return;
-  TROUPE_CUDA_CHECK(cudaMemcpy(host, src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost));
 }
 
 void cuda_ops::download(const tensor& src, float* host) {

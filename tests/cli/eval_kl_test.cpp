@@ -31,28 +31,36 @@ using testing::model_dir;
 using testing::run_troupe;
 
 TEST(eval_kl_stats, hand_computed) {
-  std::vector<float> p, q;
-  eval::log_softmax(std::vector<float>{0.0f, 0.0f}.data(), 2, p);
-  EXPECT_NEAR(p[0], std::log(0.5), 1e-7);
-  const float logits_q[] = {std::log(9.0f), 0.0f};  // 0.9, 0.1
-  eval::log_softmax(logits_q, 2, q);
-  EXPECT_NEAR(std::exp(q[0]), 0.9, 1e-7);
-  // KL([.5, .5] || [.9, .1]) = .5 ln(.5 / .9) + .5 ln(.5 / .1)
-  EXPECT_NEAR(eval::kl_divergence(p.data(), q.data(), 2), 0.5 * std::log(0.5 / 0.9) + 0.5 * std::log(5.0), 1e-6);
-  EXPECT_EQ(eval::kl_divergence(p.data(), p.data(), 2), 0.0);
-  // -inf logits have probability 0; all of them: uniform.
+  const int64_t n = 2;
+  const float even[] = {0.0f, 0.0f}, skewed[] = {std::log(9.0f), 0.0f};  // [.5, .5], [.9, .1]
+  const eval::logits_row p = eval::row_of(even, n), q = eval::row_of(skewed, n);
+  EXPECT_NEAR(eval::log_prob(p, 0, n), std::log(0.5), 1e-15);
+  EXPECT_NEAR(std::exp(eval::log_prob(q, 0, n)), 0.9, 1e-7);
+  // KL([.5, .5] || [.9, .1]) = .5 ln(.5 / .9) + .5 ln(.5 / .1), in double
+  // from the float32 logits (ln 9 rounded to float32 moves it by ~1e-8).
+  EXPECT_NEAR(eval::kl_divergence(p, q, n), 0.5 * std::log(0.5 / 0.9) + 0.5 * std::log(5.0), 1e-7);
+  EXPECT_EQ(eval::kl_divergence(p, p, n), 0.0);
+  EXPECT_NEAR(eval::entropy(p, n), std::log(2.0), 1e-15);
+  // Nearly equal distributions: double sums resolve a KL far below float's
+  // resolution of log-probabilities (1e-8): logits 0 and 1e-3 against 0 and
+  // 1.001e-3 give KL = (1e-6)^2 / 8 = 1.25e-13 (second order).
+  const float a[] = {0.0f, 1e-3f}, b[] = {0.0f, 1.001e-3f};
+  const double close = eval::kl_divergence(eval::row_of(a, n), eval::row_of(b, n), n);
+  const double d = static_cast<double>(b[1]) - static_cast<double>(a[1]);  // the float32 difference
+  EXPECT_NEAR(close, d * d / 8, 1e-15) << close;
+  // -inf logits have probability 0; all of them (or NaN): uniform.
   const float some_inf[] = {-INFINITY, 1.0f, 1.0f};
-  eval::log_softmax(some_inf, 3, q);
-  EXPECT_EQ(q[0], -INFINITY);
-  EXPECT_NEAR(q[1], std::log(0.5), 1e-7);
-  const float all_inf[] = {-INFINITY, -INFINITY};
-  eval::log_softmax(all_inf, 2, q);
-  EXPECT_NEAR(q[1], std::log(0.5), 1e-7);
+  EXPECT_EQ(eval::log_prob(eval::row_of(some_inf, 3), 0, 3), -INFINITY);
+  EXPECT_NEAR(eval::log_prob(eval::row_of(some_inf, 3), 1, 3), std::log(0.5), 1e-15);
+  const float all_inf[] = {-INFINITY, NAN};
+  EXPECT_NEAR(eval::log_prob(eval::row_of(all_inf, 2), 1, 2), std::log(0.5), 1e-15);
+  EXPECT_NEAR(eval::entropy(eval::row_of(all_inf, 2), 2), std::log(2.0), 1e-15);
+  std::vector<float> floats;
+  eval::log_softmax(skewed, n, floats);
+  EXPECT_NEAR(floats[1], std::log(0.1), 1e-6);
   EXPECT_EQ(eval::argmax(std::vector<float>{1, 3, 3, 2}.data(), 4), 1);
 
   eval::kl_report r;
-  EXPECT_NEAR(eval::entropy(p.data(), 2), std::log(2.0), 1e-7);
-  EXPECT_NEAR(eval::entropy(q.data(), 2), std::log(2.0), 1e-7);
   for (int i = 1; i <= 100; ++i) r.add_position(i, i % 4 != 0, i % 2 == 0 ? 1.0 : 2.0);
   EXPECT_DOUBLE_EQ(r.kl_mean(), 50.5);
   EXPECT_DOUBLE_EQ(r.kl_max(), 100);
@@ -194,10 +202,19 @@ TEST(eval_kl_command, reports_and_errors) {
   doc = parser.load(json);
   EXPECT_LT(double(doc["kl_max"]), 1e-6);
   EXPECT_EQ(double(doc["sequence_agreement"]), 1.0);
+  // Refused before the reference runs: no "reference done" line.
   auto remote = run_troupe({"eval", "kl", "--model", model, "--compare", "pipeline_parallel_size=2",
                             "--compare", "distributed_port=29511"});
   EXPECT_EQ(remote.exit_code, 1);
-  EXPECT_NE(remote.err.find("distributed_port must be 0"), std::string::npos) << remote.err;
+  EXPECT_NE(remote.err.find("compared: eval kl runs every pipeline stage in this process"), std::string::npos)
+      << remote.err;
+  EXPECT_EQ(remote.err.find("reference done"), std::string::npos) << remote.err;
+  auto long_output = run_troupe({"eval", "kl", "--model", model, "--max-model-len", "64", "--compare",
+                                 "max_model_len=32", "--input-len", "20", "--output-len", "20"});
+  EXPECT_EQ(long_output.exit_code, 1);
+  EXPECT_NE(long_output.err.find("compared: a prompt and its --output-len take 40 tokens, more than max_model_len 32"),
+            std::string::npos)
+      << long_output.err;
 
   auto none = run_troupe({"eval", "kl", "--model", model});
   EXPECT_EQ(none.exit_code, 2);
@@ -207,7 +224,8 @@ TEST(eval_kl_command, reports_and_errors) {
   EXPECT_NE(bad.err.find("expected KEY=VALUE"), std::string::npos) << bad.err;
   auto unknown = run_troupe({"eval", "kl", "--model", model, "--compare", "max_num_sqs=4"});
   EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_NE(unknown.err.find("max"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("unknown flag '--max_num_sqs'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("max-num-seqs"), std::string::npos) << unknown.err;  // the suggestion
   auto vocab = run_troupe({"eval", "kl", "--model", model, "--compare", "model=" + model_dir("dummy-llama-32k"),
                            "--load-format", "dummy"});
   EXPECT_EQ(vocab.exit_code, 2);

@@ -15,7 +15,7 @@
 #include "model/llama_model.h"
 #include "model/model_config.h"
 #include "tests/cli/cli_runner.h"
-#include "tests/model/safetensors_writer.h"
+#include "tests/model/checkpoint_copy.h"
 
 namespace troupe {
 namespace {
@@ -71,19 +71,7 @@ TEST(fp8_kv_cache, validation_budget_and_cuda_refusal) {
 // every tensor), and `extra` tensors.
 void write_scaled(const fs::path& dir, const std::vector<sw::raw_tensor>& extra) {
   const std::string fixture = testing::model_dir("tiny-llama");
-  auto ckpt = checkpoint::open(fixture);
-  ASSERT_TRUE(ckpt.ok()) << ckpt.error_message();
-  std::vector<sw::raw_tensor> tensors;
-  for (const std::string& name : ckpt->names()) {
-    const tensor_info* info = ckpt->find(name);
-    int64_t n = 1;
-    for (int64_t d : info->shape) n *= d;
-    std::vector<float> w(static_cast<size_t>(n));
-    ASSERT_TRUE(ckpt->read_f32(name, info->shape, w.data()).ok()) << name;
-    sw::bytes b(w.size() * 4);
-    std::memcpy(b.data(), w.data(), b.size());
-    tensors.push_back({name, "F32", info->shape, std::move(b)});
-  }
+  std::vector<sw::raw_tensor> tensors = sw::float32_copy(fixture);
   tensors.insert(tensors.end(), extra.begin(), extra.end());
   fs::create_directories(dir);
   sw::write_safetensors(dir / "model.safetensors", tensors);

@@ -22,7 +22,7 @@
 #include "model/quant_pack.h"
 #include "model/weights.h"
 #include "tests/cli/cli_runner.h"
-#include "tests/model/safetensors_writer.h"
+#include "tests/model/checkpoint_copy.h"
 
 namespace troupe {
 namespace {
@@ -75,28 +75,23 @@ void write_text(const fs::path& path, const std::string& text) {
 // The fixture quantized (gptq_dir) and its exact dequantization (float_dir).
 void write_checkpoints(const fs::path& gptq_dir, const fs::path& float_dir) {
   const std::string fixture = std::string(TROUPE_TEST_DATA) + "/moe/tiny-qwen3-moe";
-  auto ckpt = checkpoint::open(fixture);
-  ASSERT_TRUE(static_cast<bool>(ckpt)) << ckpt.error_message();
-  std::vector<sw::raw_tensor> gptq, dequantized;
+  std::vector<sw::raw_tensor> gptq;
   int64_t packed = 0;
-  for (const std::string& name : ckpt->names()) {
-    const tensor_info* info = ckpt->find(name);
-    ASSERT_NE(info, nullptr);
-    int64_t n = 1;
-    for (int64_t d : info->shape) n *= d;
-    std::vector<float> w(static_cast<size_t>(n));
-    ASSERT_TRUE(ckpt->read_f32(name, info->shape, w.data()).ok()) << name;
-    if (quantized(name)) {
-      ASSERT_EQ(info->shape.size(), 2u) << name;
-      const packed_linear p = rtn_quantize(w.data(), info->shape[0], info->shape[1], 4, group_size);
-      add_gptq(name.substr(0, name.size() - 7), p, gptq);
-      unpack_linear(p, w.data());
-      ++packed;
-    } else {
-      gptq.push_back({name, "F32", info->shape, raw_bytes(w)});
-    }
-    dequantized.push_back({name, "F32", info->shape, raw_bytes(w)});
-  }
+  std::vector<sw::raw_tensor> dequantized = sw::float32_copy(
+      fixture, [&](const std::string& name, const std::vector<int64_t>& shape, std::vector<float>& w,
+                   std::vector<sw::raw_tensor>& out) {
+        if (!quantized(name)) {
+          gptq.push_back({name, "F32", shape, raw_bytes(w)});
+          return false;
+        }
+        EXPECT_EQ(shape.size(), 2u) << name;
+        const packed_linear p = rtn_quantize(w.data(), shape[0], shape[1], 4, group_size);
+        add_gptq(name.substr(0, name.size() - 7), p, gptq);
+        unpack_linear(p, w.data());  // the float twin holds the dequantized weight
+        out.push_back({name, "F32", shape, raw_bytes(w)});
+        ++packed;
+        return true;
+      });
   EXPECT_EQ(packed, 3 * (4 + 8 * 3));  // 3 layers: q, k, v, o and 8 experts' gate, up, down
   fs::create_directories(gptq_dir);
   fs::create_directories(float_dir);

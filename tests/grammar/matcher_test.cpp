@@ -176,6 +176,18 @@ TEST(Compile, RunawayRepeatsAndAmbiguityAreBounded) {
   // making the automata deterministic is bounded too.
   c.text = "(.{0,40}){0,40}";
   expect_compile_error(c, "making its automata deterministic");
+  // The bound leaves large legitimate grammars alone: a JSON Schema enum of
+  // 5,000 distinct words (a root state with 5,000 literal edges).
+  c.kind = output_constraint::json_schema;
+  c.text = "{\"enum\": [";
+  for (int i = 0; i < 5000; ++i) {
+    std::string word;
+    for (int v = i; word.size() < 3 || v > 0; v /= 26) word += static_cast<char>('a' + v % 26);
+    c.text += (i ? ", \"" : "\"") + word + "x" + std::to_string(i % 97) + "\"";
+  }
+  c.text += "]}";
+  auto big = compile_constraint(c);
+  EXPECT_TRUE(big.ok()) << big.error_message();
 
   const grammar g = ebnf("root ::= s\ns ::= \"x\" s | \"x\" t | \"\"\nt ::= s\n");
   auto vocab = std::make_shared<const token_vocabulary>(std::vector<std::string>{"x", "xx", "y"}, 3);

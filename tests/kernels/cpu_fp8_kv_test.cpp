@@ -91,9 +91,11 @@ TEST_F(cpu_fp8_kv, matches_a_float_cache_of_the_rounded_values) {
   // attention over block 6 instead of 3 is unchanged.
   const int32_t from[] = {3}, to[] = {6};
   ops_.copy_kv_blocks(fp8, fp8, from, to, 1, block_size);
-  const uint8_t* codes = static_cast<const uint8_t*>(fp8.k.data);
-  for (int64_t i = 0; i < block_size * kv_cols; ++i) {
-    ASSERT_EQ(codes[6 * block_size * kv_cols + i], codes[3 * block_size * kv_cols + i]);
+  for (const tensor* t : {&fp8.k, &fp8.v}) {
+    const auto* codes = static_cast<const uint8_t*>(t->data);
+    for (int64_t i = 0; i < block_size * kv_cols; ++i) {
+      ASSERT_EQ(codes[6 * block_size * kv_cols + i], codes[3 * block_size * kv_cols + i]);
+    }
   }
 }
 
