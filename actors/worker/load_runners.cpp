@@ -18,6 +18,22 @@
 
 namespace troupe {
 
+runner_limits runner_limits_of(const engine_limits& limits) {
+  runner_limits rl;
+  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
+  rl.max_num_seqs = limits.max_num_seqs;
+  rl.max_model_len = limits.max_model_len;
+  rl.block_size = limits.block_size;
+  rl.num_blocks = limits.num_blocks;
+  rl.num_cpu_blocks = limits.num_cpu_blocks;
+  rl.num_speculative_tokens = limits.num_speculative_tokens;
+  rl.max_loras = limits.max_loras;
+  rl.batch_invariant = limits.batch_invariant;
+  rl.count_experts = limits.log_expert_counts;
+  rl.fp8_kv_cache = limits.fp8_kv_cache;
+  return rl;
+}
+
 namespace {
 
 // cuda_ops::packs_weights without a device (the dry run's plan): GPTQ and
@@ -36,22 +52,6 @@ struct rank_state {
   std::string error;
 };
 
-// A runner's limits: the engine's (num_blocks 0 until the memory plan).
-runner_limits runner_limits_of(const engine_limits& limits) {
-  runner_limits rl;
-  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
-  rl.max_num_seqs = limits.max_num_seqs;
-  rl.max_model_len = limits.max_model_len;
-  rl.block_size = limits.block_size;
-  rl.num_blocks = limits.num_blocks;
-  rl.num_cpu_blocks = limits.num_cpu_blocks;
-  rl.num_speculative_tokens = limits.num_speculative_tokens;
-  rl.max_loras = limits.max_loras;
-  rl.batch_invariant = limits.batch_invariant;
-  rl.count_experts = limits.log_expert_counts;
-  rl.fp8_kv_cache = limits.fp8_kv_cache;
-  return rl;
-}
 
 // body(rank) for every rank: inline for one, else on a thread a rank.
 void for_each_rank(int size, const std::function<void(int)>& body) {

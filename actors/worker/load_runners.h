@@ -34,6 +34,9 @@ result<engine_limits> derive_local_limits(const engine_config& config, const mod
 // checkpoint's half type, as vLLM on GPUs.
 dtype cuda_compute_type(const engine_config& config, const model_config& model);
 
+// A runner's limits: the engine's (num_blocks 0 until the memory plan).
+runner_limits runner_limits_of(const engine_limits& limits);
+
 // Which ranks this process loads: all (one process), or with stages in
 // several processes (actors/worker/remote_stages.h) its stages, whose
 // pipeline groups are made by `pipeline` (rank t of a stage: its

@@ -21,7 +21,6 @@
 #include <chrono>
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -91,14 +90,14 @@ result<engine_limits> preflight(const engine_config& config, const command_setup
   return limits;
 }
 
-result<loaded> load(const engine_config& config, const command_setup& setup, const char* which, int64_t longest) {
-  auto limits = preflight(config, setup, which, longest);
-  if (!limits) return std::move(limits).take_error();
+// `limits`: the configuration's preflight.
+result<loaded> load(const engine_config& config, const command_setup& setup, const char* which,
+                    engine_limits limits) {
   std::fprintf(stderr, "eval kl: loading the %s configuration (%s)\n", which, config.model.c_str());
-  auto runners = load_runners(config, setup.model, *limits);
+  auto runners = load_runners(config, setup.model, limits);  // (the memory plan sets num_blocks on cuda)
   if (!runners) return std::move(runners).take_error();
   loaded out;
-  out.limits = *limits;
+  out.limits = limits;
   out.runners = std::move(runners.value());
   return out;
 }
@@ -154,11 +153,10 @@ int run_eval_kl(const std::vector<std::string>& args) {
   for (const auto& p : prompts) longest = std::max(longest, static_cast<int64_t>(p.size()) + output_len);
   // Both configurations checked before the reference runs (minutes, on a
   // large model) rather than after.
-  for (const auto& [config, setup, which] :
-       {std::tuple<const engine_config&, const command_setup&, const char*>{reference_config, reference_setup, "reference"},
-        {compared_config, compared_setup, "compared"}}) {
-    if (auto ok = preflight(config, setup, which, longest); !ok) return print_error(ok.error_message()), 1;
-  }
+  auto reference_limits = preflight(reference_config, reference_setup, "reference", longest);
+  if (!reference_limits) return print_error(reference_limits.error_message()), 1;
+  auto compared_limits = preflight(compared_config, compared_setup, "compared", longest);
+  if (!compared_limits) return print_error(compared_limits.error_message()), 1;
   const double gib = static_cast<double>(prompts.size()) * static_cast<double>(output_len) *
                      static_cast<double>(vocab) * 4 / double(1 << 30);
   if (gib > max_reference_gib) {
@@ -184,7 +182,7 @@ int run_eval_kl(const std::vector<std::string>& args) {
     return eval::logits_row{reference.data() + at * static_cast<size_t>(vocab), reference_lse[at]};
   };
   {
-    auto ref = load(reference_config, reference_setup, "reference", longest);
+    auto ref = load(reference_config, reference_setup, "reference", *reference_limits);
     if (!ref) return print_error(ref.error_message()), 1;
     eval::runner_driver driver = ref->driver(reference_config);
     auto greedy = driver.greedy(prompts, output_len);
@@ -207,7 +205,7 @@ int run_eval_kl(const std::vector<std::string>& args) {
   // 2. The compared configuration over the same prompts and sequences.
   eval::kl_report report;
   {
-    auto cmp = load(compared_config, compared_setup, "compared", longest);
+    auto cmp = load(compared_config, compared_setup, "compared", *compared_limits);
     if (!cmp) return print_error(cmp.error_message()), 1;
     eval::runner_driver driver = cmp->driver(compared_config);
     auto greedy = driver.greedy(prompts, output_len);

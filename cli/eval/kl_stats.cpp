@@ -25,12 +25,6 @@ double log_prob(const logits_row& r, int64_t v, int64_t n) {
   return static_cast<double>(r.logits[v]) - r.lse;
 }
 
-void log_softmax(const float* logits, int64_t n, std::vector<float>& out) {
-  const logits_row r = row_of(logits, n);
-  out.resize(static_cast<size_t>(n));
-  for (int64_t v = 0; v < n; ++v) out[static_cast<size_t>(v)] = static_cast<float>(log_prob(r, v, n));
-}
-
 double kl_divergence(const logits_row& p, const logits_row& q, int64_t n) {
   double kl = 0;
   for (int64_t v = 0; v < n; ++v) {

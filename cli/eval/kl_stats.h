@@ -27,9 +27,6 @@ inline logits_row row_of(const float* logits, int64_t n) { return {logits, log_s
 // log p_v of row r over n tokens.
 double log_prob(const logits_row& r, int64_t v, int64_t n);
 
-// out[v] = log p_v as float (for callers that compare log-probabilities).
-void log_softmax(const float* logits, int64_t n, std::vector<float>& out);
-
 // KL(P || Q) = sum_v p_v (log p_v - log q_v), in double (terms with p_v =
 // 0 add nothing; a q_v of 0 where p_v > 0 makes it +inf).
 double kl_divergence(const logits_row& p, const logits_row& q, int64_t n);

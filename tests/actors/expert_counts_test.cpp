@@ -14,11 +14,8 @@
 #include <numeric>
 
 #include "actors/scheduler/expert_load.h"
-#include "actors/worker/model_runner.h"
 #include "actors/worker/worker_actor.h"
-#include "kernels/cpu/cpu_ops.h"
-#include "model/model_config.h"
-#include "model/weights.h"
+#include "tests/actors/fixture_runner.h"
 
 #ifndef TROUPE_TEST_DATA
 #define TROUPE_TEST_DATA "tests/data"
@@ -92,14 +89,6 @@ TEST(expert_counts, the_worker_group_asks_each_stage_first_rank) {
 }
 
 std::unique_ptr<model_runner> moe_runner(bool count) {
-  const std::string dir = std::string(TROUPE_TEST_DATA) + "/moe/tiny-qwen2-moe";
-  auto cfg = load_model_config(dir);
-  EXPECT_TRUE(static_cast<bool>(cfg)) << cfg.error_message();
-  auto ckpt = checkpoint::open(dir);
-  EXPECT_TRUE(static_cast<bool>(ckpt)) << ckpt.error_message();
-  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
-  weight_source source;
-  source.ckpt = &ckpt.value();
   runner_limits rl;
   rl.max_num_batched_tokens = 64;
   rl.max_num_seqs = 4;
@@ -107,45 +96,12 @@ std::unique_ptr<model_runner> moe_runner(bool count) {
   rl.block_size = 16;
   rl.num_blocks = 16;
   rl.count_experts = count;
-  model_parallel parallel;
-  parallel.max_logits_rows = model_runner::logits_chunk_rows;
-  auto model = llama_model::create(cfg.value(), *backend, source, rl.max_num_batched_tokens,
-                                   rl.max_model_len, parallel);
-  EXPECT_TRUE(static_cast<bool>(model)) << model.error_message();
-  return std::make_unique<model_runner>(std::move(backend), std::move(model.value()), rl);
+  return testing::cpu_fixture_runner(std::string(TROUPE_TEST_DATA) + "/moe/tiny-qwen2-moe", rl);
 }
 
 // A prefill of three prompts (21 tokens), then `decodes` steps of 3 tokens.
 std::vector<step_plan> plans(int decodes) {
-  const std::vector<std::vector<int32_t>> prompts = {
-      {11, 402, 33, 874, 45}, {7, 7, 900, 12, 64, 301, 5, 88, 19}, {1000, 3, 512, 77, 2, 640, 9}};
-  std::vector<step_plan> out(1);
-  out[0].step_id = 1;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    new_request_data d;
-    d.id = 1 + i;
-    d.token_ids = prompts[i];
-    d.num_prompt_tokens = static_cast<int64_t>(prompts[i].size());
-    d.params.temperature = 0.0f;
-    d.params.max_tokens = 32;
-    d.block_ids = {static_cast<int32_t>(1 + 2 * i), static_cast<int32_t>(2 + 2 * i)};
-    d.num_scheduled_tokens = d.num_prompt_tokens;
-    out[0].total_num_scheduled_tokens += d.num_scheduled_tokens;
-    out[0].new_requests.push_back(d);
-  }
-  for (int s = 0; s < decodes; ++s) {
-    step_plan decode;
-    decode.step_id = 2 + s;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      cached_request_data c;
-      c.id = 1 + i;
-      c.num_scheduled_tokens = 1;
-      decode.cached_requests.push_back(c);
-      decode.total_num_scheduled_tokens += 1;
-    }
-    out.push_back(decode);
-  }
-  return out;
+  return testing::three_prompt_plans(decodes, [](size_t, new_request_data& d) { d.params.temperature = 0.0f; });
 }
 
 // Each sparse layer's counts sum to tokens x top_k, no expert more than

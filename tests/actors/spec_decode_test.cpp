@@ -18,6 +18,7 @@
 #include <random>
 
 #include "actors/worker/model_runner.h"
+#include "tests/actors/fixture_runner.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -32,14 +33,6 @@ namespace {
 constexpr int64_t block_size = 16;
 
 std::unique_ptr<model_runner> make_runner(int64_t num_blocks) {
-  const std::string dir = std::string(TROUPE_TEST_DATA) + "/models/tiny-llama";
-  auto cfg = load_model_config(dir);
-  EXPECT_TRUE(static_cast<bool>(cfg));
-  auto ckpt = checkpoint::open(dir);
-  EXPECT_TRUE(static_cast<bool>(ckpt));
-  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
-  weight_source source;
-  source.ckpt = &ckpt.value();
   runner_limits rl;
   rl.max_num_batched_tokens = 2048;
   rl.max_num_seqs = 128;
@@ -47,10 +40,7 @@ std::unique_ptr<model_runner> make_runner(int64_t num_blocks) {
   rl.block_size = block_size;
   rl.num_blocks = num_blocks;
   rl.num_speculative_tokens = 4;
-  auto model = llama_model::create(cfg.value(), *backend, source, rl.max_num_batched_tokens,
-                                   rl.max_model_len);
-  EXPECT_TRUE(static_cast<bool>(model));
-  return std::make_unique<model_runner>(std::move(backend), std::move(model.value()), rl);
+  return testing::cpu_fixture_runner(std::string(TROUPE_TEST_DATA) + "/models/tiny-llama", rl);
 }
 
 const std::vector<int32_t> prompt = {11, 402, 33, 874, 45, 516, 207, 98};

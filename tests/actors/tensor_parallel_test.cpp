@@ -25,6 +25,7 @@
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "parallel/cpu_group.h"
+#include "tests/actors/fixture_runner.h"
 
 #ifndef TROUPE_TEST_DATA
 #define TROUPE_TEST_DATA "tests/data"
@@ -72,40 +73,12 @@ std::unique_ptr<model_runner> make_rank(const model_config& cfg, const checkpoin
 // A batched prefill of three prompts (one greedy with prompt logprobs, two
 // sampled with seeds), then decode steps.
 std::vector<step_plan> plans() {
-  const std::vector<std::vector<int32_t>> prompts = {
-      {11, 402, 33, 874, 45}, {7, 7, 900, 12, 64, 301, 5, 88, 19}, {1000, 3, 512, 77, 2, 640, 9}};
-  std::vector<step_plan> out;
-  step_plan prefill;
-  prefill.step_id = 1;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    new_request_data d;
-    d.id = 1 + i;
-    d.token_ids = prompts[i];
-    d.num_prompt_tokens = static_cast<int64_t>(prompts[i].size());
+  return testing::three_prompt_plans(num_decode_steps, [](size_t i, new_request_data& d) {
     d.params.temperature = i == 0 ? 0.0f : 1.0f;
     d.params.logprobs = 5;
     d.params.prompt_logprobs = i == 0 ? 5 : -1;
-    d.params.max_tokens = 32;
     d.seed = 100 + i;
-    d.block_ids = {static_cast<int32_t>(1 + 2 * i), static_cast<int32_t>(2 + 2 * i)};
-    d.num_scheduled_tokens = d.num_prompt_tokens;
-    prefill.total_num_scheduled_tokens += d.num_scheduled_tokens;
-    prefill.new_requests.push_back(d);
-  }
-  out.push_back(prefill);
-  for (int s = 0; s < num_decode_steps; ++s) {
-    step_plan decode;
-    decode.step_id = 2 + s;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      cached_request_data c;
-      c.id = 1 + i;
-      c.num_scheduled_tokens = 1;
-      decode.cached_requests.push_back(c);
-      decode.total_num_scheduled_tokens += 1;
-    }
-    out.push_back(decode);
-  }
-  return out;
+  });
 }
 
 // The outputs of plans() from the ranks of the last pipeline stage, ranks

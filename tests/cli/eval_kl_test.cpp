@@ -21,6 +21,8 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "actors/worker/load_runners.h"
+#include "tests/actors/fixture_runner.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/golden.h"
 
@@ -55,9 +57,6 @@ TEST(eval_kl_stats, hand_computed) {
   const float all_inf[] = {-INFINITY, NAN};
   EXPECT_NEAR(eval::log_prob(eval::row_of(all_inf, 2), 1, 2), std::log(0.5), 1e-15);
   EXPECT_NEAR(eval::entropy(eval::row_of(all_inf, 2), 2), std::log(2.0), 1e-15);
-  std::vector<float> floats;
-  eval::log_softmax(skewed, n, floats);
-  EXPECT_NEAR(floats[1], std::log(0.1), 1e-6);
   EXPECT_EQ(eval::argmax(std::vector<float>{1, 3, 3, 2}.data(), 4), 1);
 
   eval::kl_report r;
@@ -78,10 +77,6 @@ TEST(eval_kl_stats, hand_computed) {
 
 TEST(eval_kl_driver, greedy_and_teacher_forced_distributions_match_the_goldens) {
   const std::string dir = model_dir("tiny-llama");
-  auto cfg = load_model_config(dir);
-  ASSERT_TRUE(static_cast<bool>(cfg)) << cfg.error_message();
-  auto ckpt = checkpoint::open(dir);
-  ASSERT_TRUE(static_cast<bool>(ckpt)) << ckpt.error_message();
   // Prompts of 1, 7, 517, 33 and 130 tokens (that order: the first group
   // is three sequences, whose decode steps pad to the bucket of 4; the
   // 517-token prompt prefills in 33 chunks).
@@ -106,21 +101,9 @@ TEST(eval_kl_driver, greedy_and_teacher_forced_distributions_match_the_goldens) 
   limits.block_size = 16;
   limits.num_blocks = 40;  // 39 usable: the 541 tokens of the longest take 34, so it goes with two
                            // short ones (2 blocks each), and the others make a second group
-  runner_limits rl;
-  rl.max_num_batched_tokens = limits.max_num_batched_tokens;
-  rl.max_num_seqs = limits.max_num_seqs;
-  rl.max_model_len = limits.max_model_len;
-  rl.block_size = limits.block_size;
-  rl.num_blocks = limits.num_blocks;
-  std::unique_ptr<ops> backend = std::make_unique<cpu_ops>();
-  weight_source source;
-  source.ckpt = &ckpt.value();
-  model_parallel parallel;
-  parallel.max_logits_rows = model_runner::logits_chunk_rows;
-  auto model = llama_model::create(cfg.value(), *backend, source, rl.max_num_batched_tokens, rl.max_model_len,
-                                   parallel);
-  ASSERT_TRUE(static_cast<bool>(model)) << model.error_message();
-  model_runner runner(std::move(backend), std::move(model.value()), rl);
+  const std::unique_ptr<model_runner> owned = testing::cpu_fixture_runner(dir, runner_limits_of(limits));
+  ASSERT_NE(owned, nullptr);
+  model_runner& runner = *owned;
   ::setenv("TROUPE_DEBUG_PAD_DECODE", "1", 1);  // decode batches of 3 run as the bucket of 4
   runner.capture_graphs();
   ::unsetenv("TROUPE_DEBUG_PAD_DECODE");
@@ -133,21 +116,19 @@ TEST(eval_kl_driver, greedy_and_teacher_forced_distributions_match_the_goldens) 
     EXPECT_EQ((*greedy)[i], std::vector<int32_t>(cases[i].greedy_ids.begin(), cases[i].greedy_ids.end()))
         << "case " << i;
   }
-  const int64_t vocab = cfg->vocab_size;
+  const int64_t vocab = load_model_config(dir)->vocab_size;
   std::vector<std::vector<bool>> seen(cases.size(), std::vector<bool>(static_cast<size_t>(steps), false));
   double worst = 0;
-  std::vector<float> row;
   status s = driver.score(sequences, first, [&](size_t i, int64_t target, const float* logits) {
     ASSERT_LT(i, cases.size());
     const int64_t step = target - first[i];
     ASSERT_GE(step, 0);
     ASSERT_LT(step, steps);
     seen[i][static_cast<size_t>(step)] = true;
-    eval::log_softmax(logits, vocab, row);
+    const eval::logits_row row = eval::row_of(logits, vocab);
     const auto& golden = cases[i].steps[static_cast<size_t>(step)];
     for (size_t k = 0; k < golden.top_ids.size(); ++k) {
-      worst = std::max(worst, std::fabs(static_cast<double>(row[static_cast<size_t>(golden.top_ids[k])]) -
-                                        golden.top_logprobs[k]));
+      worst = std::max(worst, std::fabs(eval::log_prob(row, golden.top_ids[k], vocab) - golden.top_logprobs[k]));
     }
   });
   ASSERT_TRUE(static_cast<bool>(s)) << s.error_message();
