@@ -38,6 +38,7 @@ TEST(eval_kl_stats, hand_computed) {
   const eval::logits_row p = eval::row_of(even, n), q = eval::row_of(skewed, n);
   EXPECT_NEAR(eval::log_prob(p, 0, n), std::log(0.5), 1e-15);
   EXPECT_NEAR(std::exp(eval::log_prob(q, 0, n)), 0.9, 1e-7);
+  EXPECT_NEAR(eval::log_prob(q, 1, n), std::log(0.1), 1e-6);
   // KL([.5, .5] || [.9, .1]) = .5 ln(.5 / .9) + .5 ln(.5 / .1), in double
   // from the float32 logits (ln 9 rounded to float32 moves it by ~1e-8).
   EXPECT_NEAR(eval::kl_divergence(p, q, n), 0.5 * std::log(0.5 / 0.9) + 0.5 * std::log(5.0), 1e-7);
