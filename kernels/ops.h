@@ -24,8 +24,8 @@
 
 namespace troupe {
 
-// A GPTQ / AWQ linear's weight kept packed in backend memory (where
-// ops::packs_weights says so), in model/quant_pack.h's layout: row o's
+// A GPTQ / AWQ / FP8 linear's weight kept packed in backend memory (where
+// ops::packs_weights says so). GPTQ / AWQ in model/quant_pack.h's layout: row o's
 // 4- or 8-bit codes, a float16 scale and a uint8 zero per group of
 // group_size packed columns, and act-order's input permutation.
 struct packed_parts {
@@ -42,6 +42,13 @@ struct packed_parts {
   int parts = 1;
   int64_t part_end[3] = {};
   bool mma = false;  // words in quant_pack.h's tensor-core layout
+  // FP8 (model/fp8_linear.h; bits 8): `words` holds the e4m3 codes row by
+  // row ([rows, cols] bytes), fp8_scales one float32 a block of block_out
+  // x block_in weights, [ceil(rows / block_out), scale_stride]; no
+  // scales, zeros or perm.
+  bool fp8 = false;
+  float* fp8_scales = nullptr;
+  int64_t block_out = 0, block_in = 0, scale_stride = 0;
   int64_t groups(int64_t cols) const { return (cols + group_size - 1) / group_size; }
   int64_t words_per_row(int64_t cols) const { return cols * bits / 32; }
 };
@@ -63,6 +70,12 @@ struct tensor {
     TROUPE_CHECK(begin >= 0 && begin + count <= rows);
     tensor t = *this;
     t.rows = count;
+    if (is_packed() && packed.fp8) {  // (parts begin on a block of scales)
+      TROUPE_CHECK(begin % packed.block_out == 0);
+      t.packed.words += begin * packed.words_per_row(cols);
+      t.packed.fp8_scales += begin / packed.block_out * packed.scale_stride;
+      return t;
+    }
     if (is_packed()) {  // (the act-order parts stay the whole tensor's: loading only)
       t.packed.words += begin * packed.words_per_row(cols);
       t.packed.scales += begin * packed.groups(cols);
@@ -192,6 +205,12 @@ constexpr int64_t packed_kernel_rows = 16;
 inline int64_t packed_scratch_bytes(int64_t max_elements, int64_t max_cols, dtype type) {
   return (max_elements + packed_kernel_rows * max_cols) * static_cast<int64_t>(dtype_size(type)) + 256;
 }
+// FP8 products' scratch (ops::reserve_fp8): activations quantized for up
+// to max_rows rows of max_cols inputs, their codes and a float32 scale
+// each 128 inputs (at most).
+inline int64_t fp8_scratch_bytes(int64_t max_rows, int64_t max_cols) {
+  return max_rows * max_cols + max_rows * ((max_cols + 127) / 128) * 4 + 512;
+}
 
 // RoPE tables, [max_position, head_dim / 2] each, built on the host by the
 // model (which knows the scaling rule) and uploaded once.
@@ -224,10 +243,10 @@ class ops {
   // host = src [n] (memory from alloc_ints), once the kernels queued
   // before it have run (synchronises).
   virtual void download_ints(const int32_t* src, int32_t* host, int64_t n) = 0;
-  // Packed weights (GPTQ / AWQ, model/quant_pack.h): whether this backend
-  // computes products with weights packed as `q` describes in a model of
-  // `type` (cuda: 4 or 8 bits; the cpu backend dequantizes at load and
-  // answers false).
+  // Packed weights (GPTQ / AWQ, model/quant_pack.h; FP8,
+  // model/fp8_linear.h): whether this backend computes products with
+  // weights packed as `q` describes in a model of `type` (cuda: 4 or 8
+  // bits, FP8 W8A8; the cpu backend dequantizes at load and answers false).
   virtual bool packs_weights(const quant_config& /*q*/, dtype /*type*/) const { return false; }
   // Whether 4-bit weights that fit it (model/quant_pack.h
   // mma_layout_fits) are packed in the tensor-core layout.
@@ -239,8 +258,9 @@ class ops {
     TROUPE_CHECK_MSG(false, "upload_bytes on a backend without packed weights");
   }
   // dst (packed, no perm) = the round-to-nearest quantization
-  // (model/quant_pack.h rtn_quantize) of fill_dummy(key, scale, 0)'s
-  // values of its [rows, cols]: dummy weights of a quantized model.
+  // (model/quant_pack.h rtn_quantize; FP8: model/fp8_linear.h
+  // fp8_quantize_blocks) of fill_dummy(key, scale, 0)'s values of its
+  // [rows, cols]: dummy weights of a quantized model.
   virtual void fill_dummy_packed(const tensor& dst, uint64_t key, float scale) {
     (void)dst, (void)key, (void)scale;
     TROUPE_CHECK_MSG(false, "fill_dummy_packed on a backend without packed weights");
@@ -250,6 +270,9 @@ class ops {
   // (called once by the model at load, before any forward pass or graph
   // capture; packed_scratch_bytes says how much).
   virtual void reserve_packed(int64_t /*max_elements*/, int64_t /*max_cols*/, dtype /*type*/) {}
+  // The same for FP8 weights: products of up to `max_rows` rows and
+  // `max_cols` inputs (fp8_scratch_bytes).
+  virtual void reserve_fp8(int64_t /*max_rows*/, int64_t /*max_cols*/) {}
   virtual void download(const tensor& src, float* host) = 0;  // converts to f32
   // dst = the dummy weights of `key` (model/weights.h fill_dummy_f32),
   // computed where dst lives, converted to dst.type.

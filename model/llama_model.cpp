@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "model/fp8_linear.h"
 #include "model/rope.h"
 
 namespace troupe {
@@ -274,6 +275,7 @@ status llama_model::load_weights(const weight_source& source,
     loads.push_back({layer_name(i, "mlp.down_proj.weight"), {h, inter}, w.down_proj, true, inter_runs});
   }
   std::vector<float> host, staging;
+  const bool fp8 = config_.quantization.kind == quant_config::method::fp8;
   std::map<const int32_t*, std::vector<std::vector<int32_t>>> perms;  // act-order's parts, by tensor
   const int64_t total = static_cast<int64_t>(loads.size());
   for (int64_t n = 0; n < total; ++n) {
@@ -281,6 +283,14 @@ status llama_model::load_weights(const weight_source& source,
     if (load.dst.is_packed()) {  // one rank (packs()): every part is whole
       TROUPE_CHECK(load.whole());
       if (status s = load_packed(source.ckpt, load.name, load.dst, source.dummy_seed, perms); !s.ok()) return s;
+    } else if (source.ckpt == nullptr && fp8 && fp8_quantizes(load.name)) {
+      // Dummy FP8 computed in floats (a backend or layout that does not
+      // pack): the whole tensor's dummy values through FP8 and back, as
+      // checkpoint::read_f32 gives an FP8 (or online FP8) checkpoint's.
+      host.resize(static_cast<size_t>(load.rows() * load.cols()));
+      fill_dummy_f32(dummy_key(source.dummy_seed, load.name), host.data(), host.size(), 1e-3f, 0.0f);
+      fp8_round_trip(host.data(), load.rows(), load.cols(), config_.quantization);
+      upload_part(ops_, load, host, staging);
     } else if (source.ckpt == nullptr) {
       fill_dummy_part(ops_, load, source.dummy_seed);
     } else {
@@ -334,7 +344,8 @@ llama_model::footprint llama_model::memory_footprint(const model_config& config,
   if (m.num_experts > 0) f.workspace += moe_scratch_bytes(moe_shape_of(config, l, t), type);
   if (packed) {
     const auto [elements, cols] = packed_scratch_shape(config, l);
-    f.workspace += packed_scratch_bytes(elements, cols, type);
+    f.workspace += config.quantization.kind == quant_config::method::fp8 ? fp8_scratch_bytes(t, cols)
+                                                                         : packed_scratch_bytes(elements, cols, type);
   }
   if (last && l.vocab_parallel) f.workspace += max_logits_rows * l.vocab * 4;
   return f;
@@ -364,7 +375,11 @@ void llama_model::allocate_workspace() {
   ws_.selected = ops_.alloc(type_, t, h);
   if (packed_) {
     const auto [elements, cols] = packed_scratch_shape(config_, layout_);
-    ops_.reserve_packed(elements, cols, type_);
+    if (config_.quantization.kind == quant_config::method::fp8) {
+      ops_.reserve_fp8(t, cols);
+    } else {
+      ops_.reserve_packed(elements, cols, type_);
+    }
   }
   if (config_.moe.num_experts > 0) {
     ws_.router_logits = ops_.alloc(type_, t, config_.moe.num_experts);

@@ -242,6 +242,9 @@ class llama_model {
   static std::pair<int64_t, int64_t> packed_scratch_shape(const model_config& config, const tp_layout& layout);
   status load_packed(const checkpoint* ckpt, const std::string& name, const tensor& dst, int64_t seed,
                      packed_perms& perms);
+  // An FP8 linear: the checkpoint's codes and scales (or a float
+  // checkpoint's quantized), or dummy ones.
+  status load_fp8(const checkpoint* ckpt, const std::string& name, const tensor& dst, int64_t seed);
   void settle_packed_parts(const packed_perms& perms);
   const layer_weights& weights_for_run(size_t layer);
   // Sums x across the tensor-parallel ranks (nothing with one rank).

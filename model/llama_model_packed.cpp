@@ -1,6 +1,7 @@
 // llama_model's packed weights (GPTQ / AWQ kept as the checkpoint's codes,
-// model/quant_pack.h): which models pack, the bytes they take, and the
-// packed linears' allocation and loading. A backend that packs
+// model/quant_pack.h; FP8 codes and block scales, model/fp8_linear.h):
+// which models pack, the bytes they take, and the packed linears'
+// allocation and loading. A backend that packs
 // (ops::packs_weights: cuda) holds the dense layers' seven projections
 // packed; everything else (embeddings, norms, the LM head, the routers and
 // experts of mixture-of-experts layers) is dequantized to floats at load.
@@ -20,16 +21,21 @@ bool llama_model::packs(const model_config& config, const tp_layout& layout, int
     if (why != nullptr) *why = reason;
     return false;
   };
-  if (!q.integer_codes()) return no("not GPTQ or AWQ");
+  if (!q.integer_codes() && q.kind != quant_config::method::fp8) return no("not GPTQ, AWQ or FP8");
   if (!backend_packs) return no("the backend has no packed products");
   if (layout.size > 1) return no("tensor_parallel_size > 1 (packed shards are not built yet)");
   if (cpu_offload_bytes > 0) return no("cpu_offload_gb is set");
   const int64_t h = config.hidden_size, d = config.head_dim;
-  // The inputs of the q/k/v and gate/up products (hidden), o (the heads)
-  // and down (the intermediate rows).
-  for (int64_t cols : {h, layout.q_heads * d, layout.intermediate}) {
-    if (!has_dense_mlp(config) && cols == layout.intermediate) continue;
-    if (std::string reason; !packable(q, 1, cols, &reason)) return no(reason);
+  // Each product's parts (outputs, inputs): q, k and v; o; gate and up;
+  // down.
+  std::vector<std::pair<int64_t, int64_t>> parts = {
+      {layout.q_heads * d, h}, {layout.kv_heads * d, h}, {h, layout.q_heads * d}};
+  if (has_dense_mlp(config)) {
+    parts.push_back({layout.intermediate, h});
+    parts.push_back({h, layout.intermediate});
+  }
+  for (const auto& [rows, cols] : parts) {
+    if (std::string reason; !packable(q, rows, cols, &reason)) return no(reason);
   }
   return true;
 }
@@ -65,6 +71,17 @@ tensor llama_model::alloc_linear(const std::vector<int64_t>& part_rows, int64_t 
   const quant_config& q = config_.quantization;
   tensor t{nullptr, type_, rows, cols};
   packed_parts& p = t.packed;
+  if (q.kind == quant_config::method::fp8) {
+    p.bits = 8;
+    p.fp8 = true;
+    p.block_out = q.block_out;
+    p.block_in = q.fp8_block_in(cols);
+    p.group_size = p.block_in;
+    p.scale_stride = fp8_scale_stride(q, cols);
+    p.words = reinterpret_cast<uint32_t*>(ops_.alloc_ints((rows * cols + 3) / 4));
+    p.fp8_scales = reinterpret_cast<float*>(ops_.alloc_ints((rows + p.block_out - 1) / p.block_out * p.scale_stride));
+    return t;
+  }
   p.bits = q.bits;
   p.group_size = packed_group_size(q, cols);
   const int64_t groups = p.groups(cols);
@@ -98,6 +115,7 @@ status llama_model::load_packed(const checkpoint* ckpt, const std::string& name,
     ops_.upload_bytes(perm.data(), const_cast<int32_t*>(dst.packed.perm) + part * dst.cols, perm.size() * 4);
     parts.push_back(std::move(perm));
   };
+  if (dst.packed.fp8) return load_fp8(ckpt, name, dst, seed);
   if (ckpt == nullptr) {
     // Dummy: the float dummy values of the tensor (fill_dummy_part's
     // scale), quantized to nearest; no act-order permutation.
@@ -118,6 +136,26 @@ status llama_model::load_packed(const checkpoint* ckpt, const std::string& name,
   } else if (!p->perm.empty()) {
     return make_error("'" + name + "': g_idx permutes the inputs, but quantization_config says desc_act false");
   }
+  return {};
+}
+
+status llama_model::load_fp8(const checkpoint* ckpt, const std::string& name, const tensor& dst, int64_t seed) {
+  const packed_parts& d = dst.packed;
+  if (ckpt == nullptr) {  // dummy: the float dummy values quantized a block at a time
+    ops_.fill_dummy_packed(dst, dummy_key(seed, name), 1e-3f);
+    return {};
+  }
+  auto f = ckpt->read_fp8_linear(name, dst.rows, dst.cols);
+  if (!f) return std::move(f).take_error();
+  ops_.upload_bytes(f->codes.data(), d.words, f->codes.size());
+  // The scales' rows at their stride (padded for cuBLASLt).
+  const int64_t blocks_in = (dst.cols + d.block_in - 1) / d.block_in;
+  const int64_t blocks_out = (dst.rows + d.block_out - 1) / d.block_out;
+  std::vector<float> scales(static_cast<size_t>(blocks_out * d.scale_stride), 0.0f);
+  for (int64_t r = 0; r < blocks_out; ++r) {
+    std::copy_n(f->scales.data() + r * blocks_in, blocks_in, scales.data() + r * d.scale_stride);
+  }
+  ops_.upload_bytes(scales.data(), d.fp8_scales, scales.size() * 4);
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/fp8_linear.h"
 #include "model/weights.h"
 
 namespace troupe {
@@ -36,6 +37,20 @@ bool packable(const quant_config& q, int64_t rows, int64_t cols, std::string* wh
     if (why != nullptr) *why = reason;
     return false;
   };
+  if (q.kind == quant_config::method::fp8) {
+    const int64_t block_in = q.fp8_block_in(cols);
+    if (cols % 128 != 0) return fail("inputs (" + text(cols) + ") not a multiple of 128");
+    if (block_in != 128 && block_in != cols) {
+      return fail("FP8 blocks of " + text(block_in) + " inputs (the FP8 kernels take 128, or a whole row)");
+    }
+    if (q.block_out != 1 && q.block_out % 16 != 0) {
+      return fail("FP8 blocks of " + text(q.block_out) + " outputs (the FP8 kernels take 1 or a multiple of 16)");
+    }
+    if (rows % 16 != 0 || rows % q.block_out != 0) {
+      return fail("outputs (" + text(rows) + ") not a multiple of 16 and of the block's " + text(q.block_out));
+    }
+    return true;
+  }
   if (!q.integer_codes()) {
     return fail(std::string(quant_method_name(q.kind)) + " weights are not packed");
   }
@@ -47,6 +62,9 @@ bool packable(const quant_config& q, int64_t rows, int64_t cols, std::string* wh
 }
 
 int64_t packed_bytes(const quant_config& q, int64_t rows, int64_t cols) {
+  if (q.kind == quant_config::method::fp8) {
+    return rows * cols + (rows + q.block_out - 1) / q.block_out * fp8_scale_stride(q, cols) * 4;
+  }
   const int64_t group = packed_group_size(q, cols);
   const int64_t groups = (cols + group - 1) / group;
   return rows * cols * q.bits / 8 + rows * groups * 3 + (q.desc_act ? cols * 4 : 0);

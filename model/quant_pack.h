@@ -53,8 +53,10 @@ struct packed_linear {
 
 // Whether a [rows, cols] linear of `q` fits the layout the packed kernels
 // read: GPTQ or AWQ, cols a multiple of 32 and the group size a multiple
-// of 32 (or -1). Otherwise `why` says what does not (the model then
-// dequantizes it to floats).
+// of 32 (or -1); FP8 (model/fp8_linear.h), cols a multiple of 128, blocks
+// of 128 inputs or whole rows, rows a multiple of 16 and of the block's.
+// Otherwise `why` says what does not (the model then dequantizes it to
+// floats).
 bool packable(const quant_config& q, int64_t rows, int64_t cols, std::string* why);
 // Whether a [rows, cols] linear of `bits` with groups of `group_size`
 // columns takes the tensor-core layout: 4 bits, rows a multiple of 16,

@@ -135,8 +135,16 @@ result<quant_config> resolve_quantization(const std::string& requested, const qu
   }
   if (requested == "fp8") {
     if (checkpoint.kind == m::fp8) return checkpoint;
-    return make_error(key + ": " + has + "; quantizing a float checkpoint to FP8 at load is not built yet "
-                      "(block-FP8 checkpoints, quant_method fp8, are read)");
+    if (checkpoint.kind == m::none) {
+      quant_config q;  // online: e4m3 codes, a scale per output row, activations per token
+      q.kind = m::fp8;
+      q.block_out = 1;
+      q.block_in = -1;
+      q.online = true;
+      return q;
+    }
+    return make_error(key + ": " + has + " (FP8 quantizes a float checkpoint at load, or reads a block-FP8 "
+                      "one; not a GPTQ or AWQ one)");
   }
   return make_error(key + " is not supported (gptq, gptq_marlin, awq, awq_marlin, fp8, or leave it unset for the "
                     "checkpoint's own)");

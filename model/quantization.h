@@ -41,10 +41,17 @@ struct quant_config {
   int64_t group_size = -1;  // -1: one group over the whole input
   bool desc_act = false;    // GPTQ act-order: g_idx is required (it is permuted)
   bool zeros_minus_one = true;  // GPTQ v1 (checkpoint_format gptq)
-  int64_t block_out = 128, block_in = 128;  // FP8 weight_block_size
+  // FP8: weight_block_size (block_in -1: the whole input, one scale an
+  // output row); `online`: a float checkpoint quantized at load
+  // (`quantization: fp8`, one scale a row: block 1 x -1).
+  int64_t block_out = 128, block_in = 128;
+  bool online = false;
   // GPTQ or AWQ: integer codes with per-group scales and zeros (packable,
   // model/quant_pack.h).
   bool integer_codes() const { return kind == method::gptq || kind == method::awq; }
+  // FP8: the block's inputs for a linear of `cols` inputs (also the
+  // activations' quantization group).
+  int64_t fp8_block_in(int64_t cols) const { return block_in > 0 ? block_in : cols; }
 };
 
 const char* quant_method_name(quant_config::method m);
@@ -63,9 +70,9 @@ result<quant_config> parse_quant_config(const std::string& json_text, const std:
 // family of packed kernels for each: the names choose nothing more) need
 // a checkpoint of that method, or `dummy` weights on a float config, which
 // then become 4-bit, group-128 GPTQ (symmetric) or AWQ dummy weights;
-// fp8 needs a block-FP8 checkpoint (quantizing a float checkpoint to FP8 at
-// load is not built yet). Errors name the key, the value and what would
-// work.
+// fp8 keeps a block-FP8 checkpoint's, and quantizes a float checkpoint
+// (or dummy weights) at load, one scale an output row (`online`). Errors
+// name the key, the value and what would work.
 result<quant_config> resolve_quantization(const std::string& requested, const quant_config& checkpoint,
                                           bool dummy);
 

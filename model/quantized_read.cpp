@@ -105,6 +105,31 @@ result<packed_linear> checkpoint::read_packed_linear(const std::string& name, in
                    q.group_size, q.zeros_minus_one, prefix);
 }
 
+result<fp8_codes> checkpoint::read_fp8_linear(const std::string& name, int64_t out, int64_t in) const {
+  const quant_config& q = quant_;
+  TROUPE_CHECK(q.kind == quant_config::method::fp8);
+  const int64_t b0 = q.block_out, b1 = q.fp8_block_in(in);
+  fp8_codes r;
+  r.codes.resize(static_cast<size_t>(out * in));
+  r.scales.resize(static_cast<size_t>(((out + b0 - 1) / b0) * ((in + b1 - 1) / b1)));
+  if (q.online) {  // a float checkpoint
+    auto w = expect(name, {out, in}, stored_type::f32);
+    if (!w) return std::move(w).take_error();
+    const std::vector<float> f = floats_of(**w);
+    fp8_quantize_blocks(f.data(), out, in, b0, b1, r.codes.data(), r.scales.data());
+    return r;
+  }
+  auto w = expect(name, {out, in}, stored_type::f8_e4m3);
+  if (!w) return std::move(w).take_error();
+  auto scale = expect(name + "_scale_inv", {(out + b0 - 1) / b0, (in + b1 - 1) / b1}, stored_type::f32);
+  if (!scale) {
+    return make_error(scale.error_message() + " (block FP8, blocks of " + text(b0) + " x " + text(b1) + ")");
+  }
+  std::memcpy(r.codes.data(), (*w)->data, r.codes.size());
+  r.scales = floats_of(**scale);
+  return r;
+}
+
 status checkpoint::read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const {
   if (quant_.kind != quant_config::method::fp8) {
     return make_error("tensor '" + weight.name + "' in " + weight.file +

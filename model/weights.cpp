@@ -3,6 +3,7 @@
 #include "model/weights.h"
 
 #include "common/file_util.h"
+#include "model/fp8_linear.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -362,6 +363,9 @@ status checkpoint::read_f32(const std::string& name, const std::vector<int64_t>&
   auto checked = expect(name, shape, stored_type::f32);
   if (!checked) return std::move(checked).take_error();
   tensor_to_f32(**checked, out);
+  if (quant_.kind == quant_config::method::fp8 && quant_.online && shape.size() == 2 && fp8_quantizes(name)) {
+    fp8_round_trip(out, shape[0], shape[1], quant_);  // the weights online FP8 computes with
+  }
   return {};
 }
 

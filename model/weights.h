@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/fp8_linear.h"
 #include "model/quant_pack.h"
 #include "model/quantization.h"
 
@@ -97,6 +98,11 @@ class checkpoint {
   // in] in the packed layout (model/quant_pack.h), its tensors checked as
   // read_f32 checks them. REQUIRES: a GPTQ or AWQ quantization set.
   result<packed_linear> read_packed_linear(const std::string& name, int64_t out, int64_t in) const;
+  // An FP8 linear `name` ("P.weight") of [out, in]: a block-FP8
+  // checkpoint's codes and weight_scale_inv (checked as read_f32 checks
+  // them), or, with online FP8, the float tensor quantized one scale a row
+  // (fp8_quantize_blocks). REQUIRES: an FP8 quantization set.
+  result<fp8_codes> read_fp8_linear(const std::string& name, int64_t out, int64_t in) const;
 
  private:
   // A GPTQ / AWQ linear's tensors, checked (g_idx filled in for GPTQ).

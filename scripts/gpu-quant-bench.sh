@@ -10,6 +10,11 @@
 #     cuBLAS (TROUPE_PACKED_KERNEL_ROWS=0);
 #   - `bench latency` prefill of 8 x 1024 (output 2);
 #   - per-op device times of a batch-1 step (TROUPE_PROFILE_OPS=1, eager);
+#   - PARTS="fp8": the same bf16 model against FP8 W8A8 of it, online
+#     (--quantization fp8: a scale a row, activations a token) and with
+#     128 x 128 blocks (examples/models/llama-3.1-8b-fp8: activations per
+#     token per 128): batch 1, 16, 128, prefill 8 x 1024, a batch-1
+#     profile, and `eval kl` bf16 against both;
 #   - PARTS="70b": dummy Llama-3.1-70B GPTQ 4-bit on one GPU, its memory
 #     plan and batch-1 latency;
 #   - PARTS="kl": `troupe eval kl` (docs/eval.md): dummy Llama-3.1-8B bf16
@@ -63,6 +68,32 @@ if [[ $parts == *8b* ]]; then
       --batch-size 1 --input-len 128 --output-len 32 --num-iters-warmup 1 --num-iters 2 >"$out/profile-$m.log" 2>&1
     echo "profile ($m, batch 1, eager):"
     grep -E "1x[0-9]+ -> |attention \(decode|rms_norm|silu|qkv_rope|gather" "$out/profile-$m.log" | head -11
+  done
+fi
+if [[ $parts == *fp8* ]]; then
+  for b in 1 16 128; do
+    latency "bf16.b$b" examples/models/llama-3.1-8b "$b" 128 128
+    latency "fp8-block.b$b" examples/models/llama-3.1-8b-fp8 "$b" 128 128
+    saved=("${common[@]}")
+    common+=(--quantization fp8)
+    latency "fp8-online.b$b" examples/models/llama-3.1-8b "$b" 128 128
+    common=("${saved[@]}")
+  done
+  latency bf16.prefill8x1024 examples/models/llama-3.1-8b 8 1024 2
+  latency fp8-block.prefill8x1024 examples/models/llama-3.1-8b-fp8 8 1024 2
+  grep -m1 -o 'memory plan:.*' "$out/fp8-block.b1.log"
+  TROUPE_PROFILE_OPS=1 "$bin" bench latency --model examples/models/llama-3.1-8b-fp8 "${common[@]}" --enforce-eager \
+    --batch-size 1 --input-len 128 --output-len 32 --num-iters-warmup 1 --num-iters 2 >"$out/profile-fp8.log" 2>&1
+  echo "profile (fp8 block, batch 1, eager):"
+  grep -E "1x[0-9]+ -> |attention \(decode|rms_norm|silu|qkv_rope|gather" "$out/profile-fp8.log" | head -11
+  for cmp in examples/models/llama-3.1-8b-fp8 fp8; do
+    label=$([[ $cmp == fp8 ]] && echo online || echo block)
+    arg=$([[ $cmp == fp8 ]] && echo quantization=fp8 || echo "model=$cmp")
+    "$bin" eval kl --model examples/models/llama-3.1-8b --load-format dummy --dtype bfloat16 --max-model-len 1024 \
+      --compare "$arg" --json-out "$out/kl-fp8-$label.json" >"$out/kl-fp8-$label.log" 2>&1
+    echo "kl bf16 vs fp8 $label:"
+    grep -E '^(Positions|KL divergence|Argmax|First-token|Greedy-sequence)' "$out/kl-fp8-$label.log" ||
+      tail -5 "$out/kl-fp8-$label.log"
   done
 fi
 if [[ $parts == *70b* ]]; then

@@ -37,8 +37,10 @@ runner_limits runner_limits_of(const engine_limits& limits) {
 namespace {
 
 // cuda_ops::packs_weights without a device (the dry run's plan): GPTQ and
-// AWQ checkpoints (every bit width their configs accept).
-bool cuda_packs_weights(const quant_config& q) { return q.integer_codes(); }
+// AWQ checkpoints (every bit width their configs accept), and FP8.
+bool cuda_packs_weights(const quant_config& q) {
+  return q.integer_codes() || q.kind == quant_config::method::fp8;
+}
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 

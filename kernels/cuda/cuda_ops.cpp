@@ -65,9 +65,8 @@ cuda_ops::cuda_ops(int device, int64_t max_num_tokens) : impl_(std::make_unique<
   TROUPE_CUBLAS_CHECK(cublasSetMathMode(impl_->blas, CUBLAS_PEDANTIC_MATH));
   // A workspace of our own (32 MiB, NVIDIA's recommendation for Hopper):
   // cuBLAS then allocates nothing while a graph is captured.
-  constexpr size_t blas_workspace_bytes = 32u << 20;
-  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, blas_workspace_bytes));
-  TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, blas_workspace_bytes));
+  TROUPE_CUDA_CHECK(cudaMalloc(&impl_->blas_workspace, impl::blas_workspace_bytes));
+  TROUPE_CUBLAS_CHECK(cublasSetWorkspace(impl_->blas, impl_->blas_workspace, impl::blas_workspace_bytes));
   for (int i = 0; i < impl::slots; ++i) {
     TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->step_start[i]));
     TROUPE_CUDA_CHECK(cudaEventCreate(&impl_->work_end[i]));
@@ -277,6 +276,8 @@ cuda_ops::~cuda_ops() {
   cudaFree(impl_->attention_split_counters);
   for (void* p : impl_->device_buffers) cudaFree(p);
   for (void* p : impl_->host_buffers) cudaFreeHost(p);
+  impl_->lt_plans.clear();
+  if (impl_->lt != nullptr) cublasLtDestroy(impl_->lt);
   cublasDestroy(impl_->blas);
   cudaStreamDestroy(impl_->stream);
 }

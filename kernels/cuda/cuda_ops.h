@@ -73,6 +73,7 @@ class cuda_ops final : public ops {
   void upload_bytes(const void* host, void* dst, size_t bytes) override;
   void fill_dummy_packed(const tensor& dst, uint64_t key, float scale) override;
   void reserve_packed(int64_t max_elements, int64_t max_cols, dtype type) override;
+  void reserve_fp8(int64_t max_rows, int64_t max_cols) override;
   void download(const tensor& src, float* host) override;
   void fill_dummy(const tensor& dst, uint64_t key, float scale, float offset) override;
   void synchronize() override;
@@ -188,6 +189,18 @@ class cuda_ops final : public ops {
   // scratch and a cuBLAS product; batch invariance: the kernels in
   // launches of up to their rows.
   void packed_linear(const tensor& x, const tensor& w, const tensor& out);
+  // A product with an FP8 weight (kernels/cuda/cuda_fp8.cpp): x quantized
+  // (per token, per 128 inputs for block scales), then the float8 mma
+  // kernel for up to packed_kernel_rows rows (and always with batch
+  // invariance: its sums for a row do not depend on the other rows), else
+  // cuBLASLt's block-scaled FP8 GEMM (the kernel where cuBLASLt has no
+  // algorithm for the shape).
+  void fp8_linear(const tensor& x, const tensor& w, const tensor& out);
+  // fill_dummy_packed of an FP8 weight.
+  void fill_dummy_fp8(const tensor& dst, uint64_t key, float scale);
+  // out = x w^T through cuBLASLt for the quantized x in the FP8 scratch;
+  // false where it has no algorithm for the shape.
+  bool fp8_cublaslt(const tensor& x, const tensor& w, const tensor& out);
   // Batch invariance: a product of more than gemv_max_rows rows that runs
   // as launches of gemv_max_rows rows each.
   bool runs_in_row_chunks(const tensor& x, const tensor& w) const;

@@ -4,6 +4,7 @@
 // for use outside cuda_ops.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -73,6 +75,7 @@ struct cuda_ops::impl {
   int64_t max_num_tokens = 0;
   cublasMath_t blas_mode = CUBLAS_PEDANTIC_MATH;
   void* blas_workspace = nullptr;  // cuBLAS's, set explicitly so that capture never allocates
+  static constexpr size_t blas_workspace_bytes = 32u << 20;  // (cuBLASLt's FP8 products use it too)
   std::map<int64_t, cudaGraphExec_t> graphs;
   // Decode products (gemm_choice): TROUPE_GEMV=auto (default: each shape
   // of up to gemv_max_rows rows timed at warm-up, GEMV variants against
@@ -128,6 +131,33 @@ struct cuda_ops::impl {
     void* x = nullptr;
   };
   packed_scratch packed;
+  // FP8 products (cuda_fp8.cpp): the quantized activations (reserve_fp8;
+  // one buffer in device_buffers), cuBLASLt's handle, and its plan for
+  // each (rows, outputs, inputs, output type, block scales), made by the
+  // first product of that shape.
+  struct fp8_scratch {
+    int64_t rows = 0, cols = 0;
+    uint8_t* codes = nullptr;
+    float* scales = nullptr;
+  };
+  fp8_scratch fp8;
+  struct lt_plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;  // false: cuBLASLt has no algorithm for the shape
+    lt_plan() = default;
+    lt_plan(const lt_plan&) = delete;
+    lt_plan& operator=(const lt_plan&) = delete;
+    ~lt_plan() {
+      if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+      if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+      if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+      if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    }
+  };
+  cublasLtHandle_t lt = nullptr;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, std::unique_ptr<lt_plan>> lt_plans;
   // TROUPE_PACKED_KERNEL_ROWS (comparisons): products of more rows than
   // this run dequantized through cuBLAS (unset: as many as the packed
   // kernels take; 0: always).

@@ -43,8 +43,9 @@ bool cuda_ops::packs_for_tensor_cores() const {
 
 bool cuda_ops::packs_weights(const quant_config& q, dtype /*type*/) const {
   // Every bit width GPTQ and AWQ configs accept (4, 8); float32 models
-  // run the dequantized weight through cuBLAS.
-  return q.integer_codes();
+  // run the dequantized weight through cuBLAS. FP8: W8A8 in every type
+  // (cuda_fp8.cpp).
+  return q.integer_codes() || q.kind == quant_config::method::fp8;
 }
 
 void cuda_ops::upload_bytes(const void* host, void* dst, size_t bytes) {
@@ -54,6 +55,7 @@ void cuda_ops::upload_bytes(const void* host, void* dst, size_t bytes) {
 
 void cuda_ops::fill_dummy_packed(const tensor& dst, uint64_t key, float scale) {
   TROUPE_CHECK(dst.is_packed());
+  if (dst.packed.fp8) return fill_dummy_fp8(dst, key, scale);
   cuda::packed_weight_args a = args_of(dst);
   if (!a.mma) return cuda::packed_fill_dummy(element_of(dst.type), a, key, scale, impl_->stream);
   // The codes in the row layout first (load time: a buffer of its own).
@@ -87,6 +89,7 @@ void cuda_ops::reserve_packed(int64_t max_elements, int64_t max_cols, dtype type
 }
 
 void cuda_ops::packed_linear(const tensor& x, const tensor& w, const tensor& out) {
+  if (w.packed.fp8) return fp8_linear(x, w, out);
   impl& m = *impl_;
   const impl::packed_scratch& s = m.packed;
   TROUPE_CHECK_MSG(s.weight != nullptr && w.cols <= s.cols && s.type == w.type,

@@ -546,10 +546,10 @@ TEST(validate_config, quantization_matches_the_checkpoint) {
               c.load_format = "dummy";
             }, &m),
             problems{});
-  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "fp8"; }, &m),
-            problems{"quantization: 'fp8': config.json has no quantization_config (a float checkpoint); quantizing "
-                     "a float checkpoint to FP8 at load is not built yet (block-FP8 checkpoints, quant_method fp8, "
-                     "are read)"});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "fp8"; }, &m), problems{});
+  EXPECT_EQ(problems_with([](auto& c) { c.quantization = "fp8"; }, &gptq),
+            problems{"quantization: 'fp8': config.json's quantization_config is gptq (FP8 quantizes a float "
+                     "checkpoint at load, or reads a block-FP8 one; not a GPTQ or AWQ one)"});
   EXPECT_EQ(problems_with([](auto& c) { c.quantization = "int4"; }),
             problems{"quantization: 'int4' is not supported (gptq, gptq_marlin, awq, awq_marlin, fp8, or leave it "
                      "unset for the checkpoint's own)"});
@@ -566,6 +566,18 @@ TEST(validate_config, quantization_matches_the_checkpoint) {
   ASSERT_TRUE(apply_quantization(c, own).ok());
   EXPECT_EQ(own.quantization.bits, 8);
   EXPECT_EQ(own.quantization.group_size, 64);
+  // Online FP8 on a float checkpoint (dummy or not): a scale a row.
+  for (const char* format : {"dummy", "auto"}) {
+    engine_config f;
+    f.quantization = "fp8";
+    f.load_format = format;
+    model_config online = m;
+    ASSERT_TRUE(apply_quantization(f, online).ok());
+    EXPECT_EQ(online.quantization.kind, quant_config::method::fp8);
+    EXPECT_TRUE(online.quantization.online);
+    EXPECT_EQ(online.quantization.block_out, 1);
+    EXPECT_EQ(online.quantization.fp8_block_in(4096), 4096);
+  }
 }
 
 TEST(validate_config, execution_and_lora_sections) {

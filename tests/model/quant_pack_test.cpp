@@ -169,8 +169,28 @@ TEST(quant_pack, layout_limits_and_bytes) {
   EXPECT_EQ(packed_bytes(q, 4096, 4096), 4096 * 2048 + 4096 * 32 * 3);
   q.desc_act = true;
   EXPECT_EQ(packed_bytes(q, 4096, 4096), 4096 * 2048 + 4096 * 32 * 3 + 4096 * 4);
+  // FP8 (model/fp8_linear.h): blocks of 128 inputs or whole rows, rows
+  // of 16 and of the block's.
   q.kind = quant_config::method::fp8;
+  q.block_out = 128;
+  q.block_in = 128;
+  EXPECT_TRUE(packable(q, 4096, 4096, &why));
+  EXPECT_EQ(packed_bytes(q, 4096, 1024), 4096 * 1024 + 32 * 8 * 4);  // 8 blocks a row of scales, padded to 8
+  EXPECT_EQ(packed_bytes(q, 4096, 896), 4096 * 896 + 32 * 8 * 4);   // 7, padded to 8
+  EXPECT_FALSE(packable(q, 4096, 4000, &why));
+  EXPECT_EQ(why, "inputs (4000) not a multiple of 128");
+  EXPECT_FALSE(packable(q, 64, 4096, &why));
+  EXPECT_EQ(why, "outputs (64) not a multiple of 16 and of the block's 128");
+  q.block_in = 64;
   EXPECT_FALSE(packable(q, 4096, 4096, &why));
+  EXPECT_EQ(why, "FP8 blocks of 64 inputs (the FP8 kernels take 128, or a whole row)");
+  q.block_in = -1;  // online: a scale a row, unpadded
+  q.block_out = 1;
+  EXPECT_TRUE(packable(q, 48, 4096, &why));
+  EXPECT_EQ(packed_bytes(q, 48, 4096), 48 * 4096 + 48 * 4);
+  q.block_out = 8;
+  EXPECT_FALSE(packable(q, 4096, 4096, &why));
+  EXPECT_EQ(why, "FP8 blocks of 8 outputs (the FP8 kernels take 1 or a multiple of 16)");
 }
 
 // Every quantized linear of the GPTQ and AWQ fixtures: packed, then
