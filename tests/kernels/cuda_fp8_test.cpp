@@ -211,5 +211,70 @@ TEST_F(cuda_fp8, products_match_the_reference) {
   }
 }
 
+// LoRA deltas over an FP8 base (linear_lora: the W8A8 product, then the
+// deltas): the FP8 product alone plus B (A x), computed here in double
+// from the same rounded x, A and B, on the tokens with the adapter; the
+// others get the FP8 product alone. At 1, 5 and 40 tokens (the mma kernel
+// and cuBLASLt).
+TEST_F(cuda_fp8, lora_deltas_over_fp8_weights) {
+  const int64_t rows = 128, cols = 256, rank = 8;
+  ops_->reserve_fp8(40, cols);
+  std::vector<float> wf = random_values(rows * cols, 3, 0.05f);
+  fp8_codes f;
+  f.codes.resize(wf.size());
+  f.scales.resize(static_cast<size_t>(cols / 128));
+  fp8_quantize_blocks(wf.data(), rows, cols, 128, 128, f.codes.data(), f.scales.data());
+  const tensor w = upload(f, rows, cols, 128, 128, dtype::bf16);
+  std::vector<float> ah = random_values(rank * cols, 4, 0.1f), bh = random_values(rows * rank, 5, 0.1f);
+  lora_stack stack{ops_->alloc(dtype::bf16, rank, cols), ops_->alloc(dtype::bf16, rows, rank), 1, rank};
+  ops_->upload(ah.data(), stack.a);
+  ops_->upload(bh.data(), stack.b);
+  ops_->download(stack.a, ah.data());  // as rounded
+  ops_->download(stack.b, bh.data());
+  for (int64_t m : {1, 5, 40}) {
+    std::vector<int32_t> slots(static_cast<size_t>(m)), sorted, starts;
+    for (int64_t t = 0; t < m; ++t) slots[static_cast<size_t>(t)] = t % 2 == 0 ? 0 : -1;
+    sort_tokens_by_slot(slots, 1, sorted, starts);
+    auto ints = [&](const std::vector<int32_t>& v) {
+      int32_t* q = ops_->alloc_ints(static_cast<int64_t>(v.size()));
+      ops_->upload_bytes(v.data(), q, v.size() * 4);
+      return q;
+    };
+    lora_delta delta;
+    delta.stacks = &stack;
+    delta.count = 1;
+    delta.batch = {ints(slots), ints(sorted), ints(starts)};
+    delta.scratch = ops_->alloc(dtype::f32, m, ops_->lora_scratch_cols(1, 1, rank));
+    std::vector<float> xh = random_values(m * cols, static_cast<uint32_t>(10 + m), 1.0f);
+    const tensor x = ops_->alloc(dtype::bf16, m, cols);
+    ops_->upload(xh.data(), x);
+    ops_->download(x, xh.data());
+    const tensor got = ops_->alloc(dtype::bf16, m, rows), base = ops_->alloc(dtype::bf16, m, rows);
+    ops_->linear_lora(x, w, nullptr, delta, got);
+    ops_->linear(x, w, nullptr, base);
+    const std::vector<float> g = download(got), b = download(base);
+    std::vector<double> want(b.begin(), b.end());
+    double largest_delta = 0.0;
+    for (int64_t t = 0; t < m; t += 2) {  // the tokens with the adapter
+      for (int64_t o = 0; o < rows; ++o) {
+        double d = 0.0;
+        for (int64_t r = 0; r < rank; ++r) {
+          double u = 0.0;
+          for (int64_t c = 0; c < cols; ++c) u += double(ah[r * cols + c]) * xh[t * cols + c];
+          d += double(bh[o * rank + r]) * u;
+        }
+        want[static_cast<size_t>(t * rows + o)] += d;
+        largest_delta = std::max(largest_delta, std::fabs(d));
+      }
+    }
+    double largest = 0.0;
+    for (double v : want) largest = std::max(largest, std::fabs(v));
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(g[i], want[i], std::fabs(want[i]) / 64 + largest / 256) << m << " tokens, output " << i;
+    }
+    EXPECT_GT(largest_delta, 0.05 * largest) << "the delta should matter";
+  }
+}
+
 }  // namespace
 }  // namespace troupe
