@@ -1,6 +1,7 @@
 // checkpoint::read_f32's quantized forms: a GPTQ / AWQ linear's packed
 // tensors, or a block-FP8 weight with its scales, checked against the
 // linear's [out, in] and dequantized exactly (model/quantization.h).
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -108,40 +109,59 @@ result<packed_linear> checkpoint::read_packed_linear(const std::string& name, in
 result<fp8_codes> checkpoint::read_fp8_linear(const std::string& name, int64_t out, int64_t in) const {
   const quant_config& q = quant_;
   TROUPE_CHECK(q.kind == quant_config::method::fp8);
-  const int64_t b0 = q.block_out, b1 = q.fp8_block_in(in);
-  fp8_codes r;
-  r.codes.resize(static_cast<size_t>(out * in));
-  r.scales.resize(static_cast<size_t>(((out + b0 - 1) / b0) * ((in + b1 - 1) / b1)));
   if (q.online) {  // a float checkpoint
     auto w = expect(name, {out, in}, stored_type::f32);
     if (!w) return std::move(w).take_error();
+    const int64_t b0 = q.block_out, b1 = q.fp8_block_in(in);
+    fp8_codes r;
+    r.codes.resize(static_cast<size_t>(out * in));
+    r.scales.resize(static_cast<size_t>(((out + b0 - 1) / b0) * ((in + b1 - 1) / b1)));
     const std::vector<float> f = floats_of(**w);
     fp8_quantize_blocks(f.data(), out, in, b0, b1, r.codes.data(), r.scales.data());
     return r;
   }
   auto w = expect(name, {out, in}, stored_type::f8_e4m3);
   if (!w) return std::move(w).take_error();
-  auto scale = expect(name + "_scale_inv", {(out + b0 - 1) / b0, (in + b1 - 1) / b1}, stored_type::f32);
-  if (!scale) {
-    return make_error(scale.error_message() + " (block FP8, blocks of " + text(b0) + " x " + text(b1) + ")");
-  }
-  std::memcpy(r.codes.data(), (*w)->data, r.codes.size());
-  r.scales = floats_of(**scale);
-  return r;
+  return read_fp8_codes(**w, out, in);
 }
 
-status checkpoint::read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const {
+result<fp8_codes> checkpoint::read_fp8_codes(const tensor_info& weight, int64_t out, int64_t in) const {
   if (quant_.kind != quant_config::method::fp8) {
     return make_error("tensor '" + weight.name + "' in " + weight.file +
                       " is F8_E4M3, but config.json has no FP8 quantization_config");
   }
-  const int64_t b0 = quant_.block_out, b1 = quant_.block_in;
+  const int64_t b0 = quant_.block_out, b1 = quant_.fp8_block_in(in);
   auto scale = expect(weight.name + "_scale_inv", {(out + b0 - 1) / b0, (in + b1 - 1) / b1}, stored_type::f32);
   if (!scale) {
     return make_error(scale.error_message() + " (block FP8, blocks of " + text(b0) + " x " + text(b1) + ")");
   }
-  const std::vector<float> scale_inv = floats_of(**scale);
-  fp8_block_dequantize(static_cast<const uint8_t*>(weight.data), scale_inv.data(), out, in, b0, b1, w);
+  fp8_codes r;
+  const auto* codes = static_cast<const uint8_t*>(weight.data);
+  r.codes.assign(codes, codes + out * in);
+  // A corrupt file: NaN codes (e4m3fn's 0x7F, 0xFF), or scales that are
+  // not finite or negative (0 is a block of zeros).
+  for (int64_t i = 0; i < out * in; ++i) {
+    if ((r.codes[static_cast<size_t>(i)] & 0x7F) == 0x7F) {
+      return make_error("tensor '" + weight.name + "' in " + weight.file + " holds a NaN code at [" +
+                        text(i / in) + ", " + text(i % in) + "] (a corrupt FP8 checkpoint?)");
+    }
+  }
+  r.scales = floats_of(**scale);
+  for (size_t i = 0; i < r.scales.size(); ++i) {
+    if (!std::isfinite(r.scales[i]) || r.scales[i] < 0.0f) {
+      const int64_t cols = (in + b1 - 1) / b1;
+      return make_error("tensor '" + weight.name + "_scale_inv' in " + (*scale)->file + " holds " +
+                        std::to_string(r.scales[i]) + " at [" + text(static_cast<int64_t>(i) / cols) + ", " +
+                        text(static_cast<int64_t>(i) % cols) + "] (scales are finite and not negative)");
+    }
+  }
+  return r;
+}
+
+status checkpoint::read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const {
+  auto f = read_fp8_codes(weight, out, in);
+  if (!f) return std::move(f).take_error();
+  fp8_block_dequantize(f->codes.data(), f->scales.data(), out, in, quant_.block_out, quant_.fp8_block_in(in), w);
   return {};
 }
 

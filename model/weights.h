@@ -114,6 +114,9 @@ class checkpoint {
   // model/quantized_read.cpp: the packed forms of read_f32.
   status read_packed(const std::string& prefix, int64_t out, int64_t in, float* w) const;
   status read_fp8(const tensor_info& weight, int64_t out, int64_t in, float* w) const;
+  // A block-FP8 weight's codes and scales as stored, checked (its scales'
+  // shape, no NaN code, scales finite and not negative).
+  result<fp8_codes> read_fp8_codes(const tensor_info& weight, int64_t out, int64_t in) const;
   // `name` with exactly `shape` and stored as `type` (any float type when
   // `type` is f32), or the error read_f32 gives.
   result<const tensor_info*> expect(const std::string& name, const std::vector<int64_t>& shape,

@@ -126,7 +126,9 @@ TEST_F(cpu_fp8_kv, qkv_rope_cache_stores_the_normed_rotated_keys_rounded) {
     }
   }
   for (int64_t i = 0; i < slots * kv_cols; ++i) {  // slot -1 (padding) wrote nothing
-    if (i / kv_cols != 4 && i / kv_cols != 13) ASSERT_EQ(kc[i], 0) << i;
+    if (i / kv_cols != 4 && i / kv_cols != 13) {
+      ASSERT_EQ(kc[i], 0) << i;
+    }
   }
 }
 

@@ -236,6 +236,32 @@ TEST_F(quantized_checkpoint, mismatched_or_missing_tensors_are_named) {
             "missing tensor 'l.weight_scale_inv' (looked in model.safetensors) (block FP8, blocks of 4 x 4)");
   EXPECT_EQ(read_error(fp8, quant_config{}),
             "tensor 'l.weight' in model.safetensors is F8_E4M3, but config.json has no FP8 quantization_config");
+  // A corrupt FP8 weight: a NaN code, a negative or infinite scale (a
+  // zero scale is a block of zeros, and reads).
+  std::vector<raw_tensor> nan_code = fp8;
+  nan_code[0].data[2 * 8 + 5] = 0xFF;
+  nan_code.push_back({"l.weight_scale_inv", "F32", {2, 2}, f32_bytes({1.0f, 1.0f, 1.0f, 1.0f})});
+  EXPECT_EQ(read_error(nan_code, q),
+            "tensor 'l.weight' in model.safetensors holds a NaN code at [2, 5] (a corrupt FP8 checkpoint?)");
+  std::vector<raw_tensor> bad_scale = fp8;
+  bad_scale.push_back({"l.weight_scale_inv", "F32", {2, 2}, f32_bytes({1.0f, 0.0f, -0.5f, 1.0f})});
+  EXPECT_EQ(read_error(bad_scale, q),
+            "tensor 'l.weight_scale_inv' in model.safetensors holds -0.500000 at [1, 0] (scales are finite and not "
+            "negative)");
+  bad_scale.back().data = f32_bytes({1.0f, 0.0f, 2.0f, INFINITY});
+  EXPECT_EQ(read_error(bad_scale, q),
+            "tensor 'l.weight_scale_inv' in model.safetensors holds inf at [1, 1] (scales are finite and not "
+            "negative)");
+  bad_scale.back().data = f32_bytes({1.0f, 0.0f, 2.0f, 1.0f});
+  EXPECT_EQ(read_error(bad_scale, q), "(read)");
+  // The packed path (read_fp8_linear) checks the same.
+  write_safetensors(dir_.path() / "model.safetensors", nan_code);
+  auto ckpt = checkpoint::open(dir_.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.error_message();
+  ckpt->set_quantization(q);
+  auto f = ckpt->read_fp8_linear("l.weight", 8, 8);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error_message().find("holds a NaN code at [2, 5]"), std::string::npos) << f.error_message();
 }
 
 }  // namespace
