@@ -23,12 +23,13 @@ int default_io_threads() {
 struct http_server::impl {
   impl(engine& eng, const engine_config& config)
       : routes(eng, config),
-        shared{eng, routes, ioc_owner, seconds(config.http_read_timeout),
+        num_io_threads(config.num_io_threads > 0 ? static_cast<int>(config.num_io_threads)
+                                                 : default_io_threads()),
+        prep(static_cast<size_t>(num_io_threads)),
+        shared{eng, routes, prep, ioc_owner, seconds(config.http_read_timeout),
                seconds(config.http_write_timeout)},
         acceptor(asio::make_strand(ioc)),
         drain_timeout(seconds(config.drain_timeout)),
-        num_io_threads(config.num_io_threads > 0 ? static_cast<int>(config.num_io_threads)
-                                                 : default_io_threads()),
         send_buffer_bytes(static_cast<int>(config.http_send_buffer_kib * 1024)) {}
 
   static std::chrono::steady_clock::duration seconds(double s) {
@@ -82,6 +83,10 @@ struct http_server::impl {
   std::shared_ptr<asio::io_context> ioc_owner = std::make_shared<asio::io_context>();
   asio::io_context& ioc = *ioc_owner;
   api_routes routes;
+  int num_io_threads;
+  // Request preparation (server_shared::prep): as many threads as I/O
+  // threads; joined in run() before the I/O threads stop.
+  asio::thread_pool prep;
   server_shared shared;
   asio::ip::tcp::acceptor acceptor;
   std::mutex mu;
@@ -89,7 +94,6 @@ struct http_server::impl {
   std::condition_variable stop_cv;
   bool stop_requested = false;
   std::chrono::steady_clock::duration drain_timeout;
-  int num_io_threads;
   int send_buffer_bytes;  // 0: the kernel's autotuning
 };
 
@@ -148,6 +152,9 @@ int http_server::run() {
   }
   s.for_each_session([](http_session& session) { session.shutdown(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Requests still being prepared finish here (their replies post to the
+  // I/O threads, which still run).
+  s.prep.join();
   guard.reset();
   s.ioc.stop();
   for (std::thread& t : threads) t.join();

@@ -126,7 +126,20 @@ void http_session::handle_request() {
       std::string_view(req.method_string().data(), req.method_string().size()),
       std::string_view(req.target().data(), req.target().size()), header(http::field::authorization),
       header(http::field::content_type), req.body()};
-  route_result result = shared_.routes.handle(view);
+  if (view.method == "POST") {
+    // The view's strings live in parser_, untouched until the reply is out.
+    asio::post(shared_.prep, [self = shared_from_this(), view] {
+      route_result result = self->shared_.routes.handle(view);
+      asio::post(self->stream_.get_executor(), [self, result = std::move(result)]() mutable {
+        self->finish_request(std::move(result));
+      });
+    });
+    return;
+  }
+  finish_request(shared_.routes.handle(view));
+}
+
+void http_session::finish_request(route_result result) {
   if (auto* reply = std::get_if<http_reply>(&result)) return send_reply(std::move(*reply), keep_alive_);
   if (auto* later = std::get_if<deferred_reply>(&result)) {
     // The reply comes from another thread: back on the strand to send it.

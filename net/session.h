@@ -11,6 +11,7 @@
 #pragma once
 
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -37,6 +38,10 @@ inline constexpr uint64_t max_request_body_bytes = 1 << 20;  // larger bodies ge
 struct server_shared {
   engine& eng;
   const api_routes& routes;
+  // Where POST requests are prepared (api_routes::handle: chat templates,
+  // tokenization, structured-output grammars, which may take a while): off
+  // the I/O threads, so that one slow request holds none of them.
+  asio::thread_pool& prep;
   std::shared_ptr<asio::io_context> ioc;  // kept alive by the sinks
   std::chrono::steady_clock::duration read_timeout;   // one request, or an idle keep-alive
   std::chrono::steady_clock::duration write_timeout;  // one write of a response
@@ -60,6 +65,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void do_read();
   void on_read(beast::error_code ec, size_t bytes);
   void handle_request();
+  // On the strand: what api_routes::handle made of the request.
+  void finish_request(route_result result);
   void start_generation(prepared_generation g);
   void do_watch();
   void on_watch(beast::error_code ec, size_t bytes);
