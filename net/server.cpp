@@ -70,12 +70,14 @@ struct http_server::impl {
     }
   }
 
-  // Waits until no generation is in flight or the deadline passes.
+  // Waits until no generation is in flight and no request is being
+  // prepared, or the deadline passes.
   bool wait_idle(std::chrono::steady_clock::time_point deadline) {
-    while (shared.num_active.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    auto busy = [this] { return shared.num_active.load() + shared.num_preparing.load() > 0; };
+    while (busy() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return shared.num_active.load() == 0;
+    return !busy();
   }
 
   // Sinks share the io_context: an engine request that outlives the server

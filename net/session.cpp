@@ -128,10 +128,12 @@ void http_session::handle_request() {
       header(http::field::content_type), req.body()};
   if (view.method == "POST") {
     // The view's strings live in parser_, untouched until the reply is out.
+    shared_.num_preparing.fetch_add(1);
     asio::post(shared_.prep, [self = shared_from_this(), view] {
       route_result result = self->shared_.routes.handle(view);
       asio::post(self->stream_.get_executor(), [self, result = std::move(result)]() mutable {
         self->finish_request(std::move(result));
+        self->shared_.num_preparing.fetch_sub(1);  // (a generation it started counts in num_active)
       });
     });
     return;

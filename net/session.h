@@ -45,7 +45,8 @@ struct server_shared {
   std::shared_ptr<asio::io_context> ioc;  // kept alive by the sinks
   std::chrono::steady_clock::duration read_timeout;   // one request, or an idle keep-alive
   std::chrono::steady_clock::duration write_timeout;  // one write of a response
-  std::atomic<int64_t> num_active{0};  // generations in flight, all sessions
+  std::atomic<int64_t> num_active{0};     // generations in flight, all sessions
+  std::atomic<int64_t> num_preparing{0};  // requests on `prep` (the drain waits for them too)
 };
 
 class http_session : public std::enable_shared_from_this<http_session> {
