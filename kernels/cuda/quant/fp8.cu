@@ -25,6 +25,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/quant/mma_tile.cuh"
 
 namespace troupe::cuda {
 
@@ -37,6 +38,18 @@ __device__ __forceinline__ float scale_of(float amax) { return amax > 0.0f ? __f
 
 __device__ __forceinline__ uint8_t to_e4m3(float v, float scale) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3));
+}
+
+// The largest of the quant_threads threads' v (every thread gets it).
+__device__ __forceinline__ float block_max(float v) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __shared__ float warp_max[quant_threads / 32];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < quant_threads / 32; ++w) v = fmaxf(v, warp_max[w]);
+  return v;
 }
 
 // 8 elements (16 bytes of bf16/f16, 32 of f32) as floats.
@@ -94,14 +107,7 @@ __global__ void __launch_bounds__(quant_threads)
 #pragma unroll
       for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
     }
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    __shared__ float warp_max[quant_threads / 32];
-    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < quant_threads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
-    const float s = scale_of(amax);
+    const float s = scale_of(block_max(amax));
     if (threadIdx.x == 0) scales[row] = s;
     for (int64_t j = threadIdx.x * 8; j < cols; j += quant_threads * 8) {
       load8(xr + j, f);
@@ -224,35 +230,7 @@ __global__ void __launch_bounds__(mma_max_warps * 32, 2)
       }
     }
   }
-  __shared__ float partial[mma_max_warps - 1][NT * 4][32];
-  if (warp > 0) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp - 1][nt * 4 + i][lane] = acc[nt][i];
-    }
-  }
-  __syncthreads();
-  if (warp != 0) return;
-  for (int v = 0; v < warps - 1; ++v) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] += partial[v][nt * 4 + i][lane];
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int64_t tok = tok0 + nt * 8 + 2 * t4;
-    if (tok < m) {
-      out[tok * ldo + r0] = from_float<T>(acc[nt][0]);
-      out[tok * ldo + r1] = from_float<T>(acc[nt][2]);
-    }
-    if (tok + 1 < m) {
-      out[(tok + 1) * ldo + r0] = from_float<T>(acc[nt][1]);
-      out[(tok + 1) * ldo + r1] = from_float<T>(acc[nt][3]);
-    }
-  }
+  reduce_and_store_tile<T, NT, mma_max_warps>(acc, m, tok0, r0, out, ldo);
 }
 
 // One block a weight block (block_out x block_in): its amax, then codes.
@@ -268,14 +246,7 @@ __global__ void __launch_bounds__(quant_threads) fill_dummy_kernel(fp8_weight_ar
   };
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += quant_threads) amax = fmaxf(amax, fabsf(value(i)));
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[quant_threads / 32];
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-#pragma unroll
-  for (int v = 0; v < quant_threads / 32; ++v) amax = fmaxf(amax, warp_max[v]);
-  const float s = scale_of(amax);
+  const float s = scale_of(block_max(amax));
   if (threadIdx.x == 0) const_cast<float*>(w.scales)[bo * w.scale_stride + bi] = s;
   uint8_t* codes = const_cast<uint8_t*>(w.codes);
   for (int64_t i = threadIdx.x; i < n; i += quant_threads) {

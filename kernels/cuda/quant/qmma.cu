@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/quant/mma_tile.cuh"
 
 namespace troupe::cuda {
 
@@ -152,37 +153,7 @@ __global__ void __launch_bounds__(mma_max_warps * 32, NT == 1 ? 3 : 2)
       }
     }
   }
-  __shared__ float partial[mma_max_warps - 1][NT * 4][32];
-  if (warp > 0) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp - 1][nt * 4 + i][lane] = acc[nt][i];
-    }
-  }
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int v = 0; v < warps - 1; ++v) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] += partial[v][nt * 4 + i][lane];
-    }
-  }
-  // C fragment: c0, c1 = row g, tokens 2 t4 and 2 t4 + 1; c2, c3 = row g + 8.
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int64_t tok = tok0 + nt * 8 + 2 * t4;
-    if (tok < m) {
-      out[tok * ldo + r0] = from_float<T>(acc[nt][0]);
-      out[tok * ldo + r1] = from_float<T>(acc[nt][2]);
-    }
-    if (tok + 1 < m) {
-      out[(tok + 1) * ldo + r0] = from_float<T>(acc[nt][1]);
-      out[(tok + 1) * ldo + r1] = from_float<T>(acc[nt][3]);
-    }
-  }
+  reduce_and_store_tile<T, NT, mma_max_warps>(acc, m, tok0, r0, out, ldo);
 }
 
 // One thread a tensor-core word: its 8 codes' (row, column) places, as
