@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_info.h"
+#include "tests/kernels/cuda_lora_fixture.h"
 #include "kernels/cuda/quant/fp8.h"
 #include "model/fp8_linear.h"
 #include "model/weights.h"
@@ -232,19 +233,9 @@ TEST_F(cuda_fp8, lora_deltas_over_fp8_weights) {
   ops_->download(stack.a, ah.data());  // as rounded
   ops_->download(stack.b, bh.data());
   for (int64_t m : {1, 5, 40}) {
-    std::vector<int32_t> slots(static_cast<size_t>(m)), sorted, starts;
+    std::vector<int32_t> slots(static_cast<size_t>(m));
     for (int64_t t = 0; t < m; ++t) slots[static_cast<size_t>(t)] = t % 2 == 0 ? 0 : -1;
-    sort_tokens_by_slot(slots, 1, sorted, starts);
-    auto ints = [&](const std::vector<int32_t>& v) {
-      int32_t* q = ops_->alloc_ints(static_cast<int64_t>(v.size()));
-      ops_->upload_bytes(v.data(), q, v.size() * 4);
-      return q;
-    };
-    lora_delta delta;
-    delta.stacks = &stack;
-    delta.count = 1;
-    delta.batch = {ints(slots), ints(sorted), ints(starts)};
-    delta.scratch = ops_->alloc(dtype::f32, m, ops_->lora_scratch_cols(1, 1, rank));
+    const lora_delta delta = lora_delta_for(*ops_, stack, slots);
     std::vector<float> xh = random_values(m * cols, static_cast<uint32_t>(10 + m), 1.0f);
     const tensor x = ops_->alloc(dtype::bf16, m, cols);
     ops_->upload(xh.data(), x);

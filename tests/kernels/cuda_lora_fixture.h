@@ -2,7 +2,8 @@
 // cuda_lora_products_test, cuda_moe_test): a cuda_ops for up to max_tokens
 // tokens, random tensors whose host copies hold the values as the device
 // does, int arrays uploaded. Skips where no CUDA device is visible (the
-// build machines).
+// build machines). And lora_delta_for (cuda_qgemm_test, cuda_fp8_test:
+// LoRA over packed weights).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -44,5 +45,23 @@ class cuda_lora_fixture : public ::testing::Test {
   std::unique_ptr<cuda_ops> ops_;
   std::mt19937 rng_;
 };
+
+// A lora_delta of one single-slot stack for tokens whose slots are
+// `slots` (0, or -1: none): the batch sorted and uploaded, its scratch.
+inline lora_delta lora_delta_for(cuda_ops& ops, const lora_stack& stack, const std::vector<int32_t>& slots) {
+  std::vector<int32_t> sorted, starts;
+  sort_tokens_by_slot(slots, 1, sorted, starts);
+  auto ints = [&](const std::vector<int32_t>& v) {
+    int32_t* p = ops.alloc_ints(static_cast<int64_t>(v.size()));
+    ops.upload_ints(v.data(), p, static_cast<int64_t>(v.size()));
+    return p;
+  };
+  lora_delta delta;
+  delta.stacks = &stack;
+  delta.count = 1;
+  delta.batch = {ints(slots), ints(sorted), ints(starts)};
+  delta.scratch = ops.alloc(dtype::f32, static_cast<int64_t>(slots.size()), ops.lora_scratch_cols(1, 1, stack.rank));
+  return delta;
+}
 
 }  // namespace troupe

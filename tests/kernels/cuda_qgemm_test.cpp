@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_info.h"
+#include "tests/kernels/cuda_lora_fixture.h"
 #include "kernels/cuda/quant/qgemm.h"
 #include "model/quant_pack.h"
 #include "model/weights.h"
@@ -282,19 +283,9 @@ TEST_F(cuda_qgemm, lora_deltas_over_packed_weights) {
   ops_->upload(ah.data(), stack.a);
   ops_->upload(bh.data(), stack.b);
   for (int64_t m : {1, 5, 40}) {
-    std::vector<int32_t> slots(static_cast<size_t>(m)), sorted, starts;
+    std::vector<int32_t> slots(static_cast<size_t>(m));
     for (int64_t t = 0; t < m; ++t) slots[static_cast<size_t>(t)] = t % 2 == 0 ? 0 : -1;
-    sort_tokens_by_slot(slots, 1, sorted, starts);
-    auto ints = [&](const std::vector<int32_t>& v) {
-      int32_t* q = ops_->alloc_ints(static_cast<int64_t>(v.size()));
-      ops_->upload_bytes(v.data(), q, v.size() * 4);
-      return q;
-    };
-    lora_delta delta;
-    delta.stacks = &stack;
-    delta.count = 1;
-    delta.batch = {ints(slots), ints(sorted), ints(starts)};
-    delta.scratch = ops_->alloc(dtype::f32, m, ops_->lora_scratch_cols(1, 1, rank));
+    const lora_delta delta = lora_delta_for(*ops_, stack, slots);
     std::vector<float> xh(static_cast<size_t>(m * cols));
     for (float& v : xh) v = d(rng) * 10.0f;
     const tensor x = ops_->alloc(dtype::bf16, m, cols);
