@@ -318,16 +318,23 @@ status load_rank(const engine_config& config, const model_config& model,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
             model.architecture);
   if (const quant_config& q = model.quantization;
-      lead && q.integer_codes()) {
+      lead && q.kind != quant_config::method::none) {
     std::string why;
     llama_model::packs(model, out.model->layout(), config.cpu_offload_bytes(),
                        out.backend->packs_weights(q, source.compute_type), &why);
-    if (out.model->packed()) {
-      log->info("{}{} {}-bit weights packed (group size {}{}): the dense products read the codes", who,
-                quant_method_name(q.kind), q.bits, q.group_size, q.desc_act ? ", act-order" : "");
+    const bool fp8 = q.kind == quant_config::method::fp8;
+    const std::string what =
+        !fp8 ? std::string(quant_method_name(q.kind)) + " " + std::to_string(q.bits) + "-bit weights"
+        : q.online ? std::string("fp8 weights (quantized at load, a scale an output row)")
+                   : "fp8 weights (blocks of " + std::to_string(q.block_out) + " x " + std::to_string(q.block_in) + ")";
+    if (out.model->packed() && fp8) {
+      log->info("{}{} kept as e4m3 codes: the dense products run W8A8, activations quantized per token{}", who,
+                what, q.online ? "" : " per 128 inputs");
+    } else if (out.model->packed()) {
+      log->info("{}{} packed (group size {}{}): the dense products read the codes", who, what, q.group_size,
+                q.desc_act ? ", act-order" : "");
     } else {
-      log->info("{}{} {}-bit weights dequantized to {} at load: {}", who, quant_method_name(q.kind), q.bits,
-                dtype_name(source.compute_type), why);
+      log->info("{}{} dequantized to {} at load: {}", who, what, dtype_name(source.compute_type), why);
     }
   }
   if (const offload_plan& o = out.model->offload(); o.num_offloaded > 0) {

@@ -85,6 +85,24 @@ TEST(golden_formats_errors, an_unsupported_quantization_config_is_named_at_start
             std::string::npos) << r.err;
 }
 
+// The start-up log says how quantized weights are held (here, on the CPU:
+// dequantized, and why), block FP8 and online FP8 each in its words.
+TEST(golden_formats_errors, the_start_up_log_names_the_quantization) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--model", fixture_dir("quant/tiny-qwen3-fp8-block")},
+       "fp8 weights (blocks of 128 x 128) dequantized to F32 at load: the backend has no packed products"},
+      {{"--model", fixture_dir("models/tiny-llama"), "--quantization", "fp8"},
+       "fp8 weights (quantized at load, a scale an output row) dequantized to F32 at load"},
+      {{"--model", fixture_dir("quant/tiny-llama-gptq-g64")}, "gptq 4-bit weights dequantized to F32 at load"}};
+  for (const auto& [model, line] : cases) {
+    std::vector<std::string> args = {"generate", "--prompt-ids", "1,2", "--max-tokens", "2", "--log-level", "info"};
+    args.insert(args.end(), model.begin(), model.end());
+    const run_result r = run_troupe(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+  }
+}
+
 // LoRA on a MoE model's attention: a random float32 adapter on q_proj and
 // v_proj against the base model with the adapter merged into its weights
 // (W + B A, B with the scaling folded in, computed here from the adapter's
