@@ -79,6 +79,23 @@ TEST(dry_run, llama_70b_gptq_packs_onto_one_gpu) {
   EXPECT_NE(bad.err.find("quantization: 'gptq' needs a GPTQ checkpoint"), std::string::npos) << bad.err;
 }
 
+// Llama-3.1-70B with online FP8 (--quantization fp8): a byte a weight of
+// the dense products and a float32 scale an output row, the embedding, LM
+// head and norms in bfloat16. 67.69 GiB: one H200 holds it with room for
+// a long context; an 80 GiB GPU only a short one.
+TEST(dry_run, llama_70b_fp8_weights_take_a_byte_each) {
+  const run_result r = run_troupe({"serve", "--model", model_70b(), "--quantization", "fp8", "--load-format",
+                                   "dummy", "--max-model-len", "8192", "--dry-run", "--gpu-memory-gib", "141"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const int64_t rows[4] = {10240, 8192, 57344, 8192}, cols[4] = {8192, 8192, 8192, 28672};
+  int64_t layer = 2 * 8192 * 2;  // the two norms
+  for (int i = 0; i < 4; ++i) layer += rows[i] * cols[i] + rows[i] * 4;
+  const int64_t weights = 80 * layer + 2 * (2 * 128256LL * 8192 + 8192);
+  const std::string line = "rank 0: weights " + gib(weights) + " GiB";
+  EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find("fits\n"), std::string::npos) << r.out;
+}
+
 // Pipeline stages: 80 layers in two stages of 40, each stage's ranks
 // holding its layers' weights and KV; the embedding on the first, the
 // final norm and LM head on the last.
