@@ -67,6 +67,15 @@ bool fp8_quantizes(const std::string& name) {
   return false;
 }
 
+std::vector<float> fp8_padded_scales(const std::vector<float>& scales, int64_t blocks_out, int64_t blocks_in,
+                                     int64_t stride) {
+  std::vector<float> padded(static_cast<size_t>(blocks_out * stride), 0.0f);
+  for (int64_t r = 0; r < blocks_out; ++r) {
+    std::copy_n(scales.data() + r * blocks_in, blocks_in, padded.data() + r * stride);
+  }
+  return padded;
+}
+
 void fp8_round_trip(float* w, int64_t rows, int64_t cols, const quant_config& q) {
   const int64_t block_in = q.fp8_block_in(cols);
   std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));

@@ -72,6 +72,12 @@ inline int64_t fp8_scale_stride(const quant_config& q, int64_t cols) {
   return q.block_out == 1 && blocks == 1 ? 1 : (blocks + 3) / 4 * 4;
 }
 
+// An FP8 linear's scales ([blocks_out, blocks_in], row-major) with each
+// row at `stride` (fp8_scale_stride; the padding 0): how the packed
+// weights hold them.
+std::vector<float> fp8_padded_scales(const std::vector<float>& scales, int64_t blocks_out, int64_t blocks_in,
+                                     int64_t stride);
+
 // W [rows, cols] replaced by its dequantized FP8 quantization with q's
 // blocks (online FP8's weights on a backend that computes in floats).
 void fp8_round_trip(float* w, int64_t rows, int64_t cols, const quant_config& q);

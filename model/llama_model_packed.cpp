@@ -149,12 +149,9 @@ status llama_model::load_fp8(const checkpoint* ckpt, const std::string& name, co
   if (!f) return std::move(f).take_error();
   ops_.upload_bytes(f->codes.data(), d.words, f->codes.size());
   // The scales' rows at their stride (padded for cuBLASLt).
-  const int64_t blocks_in = (dst.cols + d.block_in - 1) / d.block_in;
-  const int64_t blocks_out = (dst.rows + d.block_out - 1) / d.block_out;
-  std::vector<float> scales(static_cast<size_t>(blocks_out * d.scale_stride), 0.0f);
-  for (int64_t r = 0; r < blocks_out; ++r) {
-    std::copy_n(f->scales.data() + r * blocks_in, blocks_in, scales.data() + r * d.scale_stride);
-  }
+  const std::vector<float> scales =
+      fp8_padded_scales(f->scales, (dst.rows + d.block_out - 1) / d.block_out,
+                        (dst.cols + d.block_in - 1) / d.block_in, d.scale_stride);
   ops_.upload_bytes(scales.data(), d.fp8_scales, scales.size() * 4);
   return {};
 }

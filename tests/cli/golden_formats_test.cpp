@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -23,6 +22,7 @@
 #include "model/lora_adapter.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "tests/model/checkpoint_copy.h"
 #include "tests/model/safetensors_writer.h"
 
 namespace troupe::testing {
@@ -122,37 +122,27 @@ TEST(golden_formats_moe, attention_lora_matches_the_merged_weights) {
   ASSERT_TRUE(static_cast<bool>(cfg)) << cfg.error_message();
   auto lora = load_lora_adapter("a", adapter, cfg.value(), 8);
   ASSERT_TRUE(static_cast<bool>(lora)) << lora.error_message();
-  auto ckpt = checkpoint::open(base);
-  ASSERT_TRUE(static_cast<bool>(ckpt)) << ckpt.error_message();
-  std::vector<safetensors_writing::raw_tensor> tensors;
+  // The base's tensors, q_proj and v_proj with B A added.
   const std::regex attention(R"(model\.layers\.(\d+)\.self_attn\.([qv])_proj\.weight)");
   int merged_modules = 0;
-  for (const std::string& name : ckpt->names()) {
-    const tensor_info* info = ckpt->find(name);
-    int64_t n = 1;
-    for (int64_t d : info->shape) n *= d;
-    std::vector<float> w(static_cast<size_t>(n));
-    ASSERT_TRUE(ckpt->read_f32(name, info->shape, w.data()).ok()) << name;
-    std::smatch m;
-    if (std::regex_match(name, m, attention)) {
-      const lora_weights& lw = (*lora)->at(std::stoll(m[1].str()),
-                                           m[2].str() == "q" ? lora_target::q_proj : lora_target::v_proj);
-      const int64_t out = info->shape[0], in = info->shape[1], r = lw.rank;
-      ASSERT_EQ(r, 8) << name;
-      for (int64_t o = 0; o < out; ++o) {
-        for (int64_t i = 0; i < in; ++i) {
-          double delta = 0;
-          for (int64_t k = 0; k < r; ++k) delta += double(lw.b[o * r + k]) * double(lw.a[k * in + i]);
-          w[static_cast<size_t>(o * in + i)] += static_cast<float>(delta);
+  const auto tensors = safetensors_writing::float32_copy(
+      base, [&](const std::string& name, const std::vector<int64_t>& shape, std::vector<float>& w, auto&) {
+        std::smatch m;
+        if (!std::regex_match(name, m, attention)) return false;
+        const lora_weights& lw = (*lora)->at(std::stoll(m[1].str()),
+                                             m[2].str() == "q" ? lora_target::q_proj : lora_target::v_proj);
+        const int64_t out = shape[0], in = shape[1], r = lw.rank;
+        EXPECT_EQ(r, 8) << name;
+        for (int64_t o = 0; o < out; ++o) {
+          for (int64_t i = 0; i < in; ++i) {
+            double delta = 0;
+            for (int64_t k = 0; k < r; ++k) delta += double(lw.b[o * r + k]) * double(lw.a[k * in + i]);
+            w[static_cast<size_t>(o * in + i)] += static_cast<float>(delta);
+          }
         }
-      }
-      ++merged_modules;
-    }
-    safetensors_writing::raw_tensor t{name, "F32", info->shape, {}};
-    t.data.resize(w.size() * 4);
-    std::memcpy(t.data.data(), w.data(), t.data.size());
-    tensors.push_back(std::move(t));
-  }
+        ++merged_modules;
+        return false;  // written as float32, merged
+      });
   EXPECT_EQ(merged_modules, 2 * cfg->num_hidden_layers);
   fs::create_directories(merged);
   safetensors_writing::write_safetensors(merged / "model.safetensors", tensors);

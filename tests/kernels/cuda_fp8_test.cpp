@@ -25,12 +25,9 @@
 namespace troupe {
 namespace {
 
-class cuda_fp8 : public ::testing::Test {
+class cuda_fp8 : public cuda_lora_fixture {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    ops_ = std::make_unique<cuda_ops>(0, 64);
-  }
+  cuda_fp8() : cuda_lora_fixture(64, 1) {}
   std::vector<float> download(const tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.numel()));
     ops_->download(t, v.data());
@@ -57,18 +54,14 @@ class cuda_fp8 : public ::testing::Test {
     p.block_in = q.fp8_block_in(cols);
     p.group_size = p.block_in;
     p.scale_stride = fp8_scale_stride(q, cols);
-    const int64_t blocks_in = (cols + p.block_in - 1) / p.block_in, blocks_out = (rows + block_out - 1) / block_out;
-    std::vector<float> padded(static_cast<size_t>(blocks_out * p.scale_stride), 0.0f);
-    for (int64_t r = 0; r < blocks_out; ++r) {
-      for (int64_t c = 0; c < blocks_in; ++c) padded[r * p.scale_stride + c] = f.scales[r * blocks_in + c];
-    }
+    const std::vector<float> padded = fp8_padded_scales(f.scales, (rows + block_out - 1) / block_out,
+                                                        (cols + p.block_in - 1) / p.block_in, p.scale_stride);
     p.words = reinterpret_cast<uint32_t*>(ops_->alloc_ints(rows * cols / 4));
     p.fp8_scales = reinterpret_cast<float*>(ops_->alloc_ints(static_cast<int64_t>(padded.size())));
     ops_->upload_bytes(f.codes.data(), p.words, f.codes.size());
     ops_->upload_bytes(padded.data(), p.fp8_scales, padded.size() * 4);
     return t;
   }
-  std::unique_ptr<cuda_ops> ops_;
 };
 
 std::vector<float> random_values(int64_t n, uint32_t seed, float spread) {

@@ -1,5 +1,5 @@
-// The CUDA LoRA and MoE tests' fixture (cuda_lora_test,
-// cuda_lora_products_test, cuda_moe_test): a cuda_ops for up to max_tokens
+// The CUDA LoRA, MoE and FP8 tests' fixture (cuda_lora_test,
+// cuda_lora_products_test, cuda_moe_test, cuda_fp8_test): a cuda_ops for up to max_tokens
 // tokens, random tensors whose host copies hold the values as the device
 // does, int arrays uploaded. Skips where no CUDA device is visible (the
 // build machines). And lora_delta_for (cuda_qgemm_test, cuda_fp8_test:

@@ -99,6 +99,7 @@ TEST(fp8_linear, which_tensors_online_fp8_quantizes) {
   q.kind = quant_config::method::fp8;
   EXPECT_EQ(fp8_scale_stride(q, 4096), 32);
   EXPECT_EQ(fp8_scale_stride(q, 768), 8);  // 6 blocks, padded to 16 bytes
+  EXPECT_EQ(fp8_padded_scales({1, 2, 3, 4, 5, 6}, 2, 3, 4), (std::vector<float>{1, 2, 3, 0, 4, 5, 6, 0}));
   q.block_out = 1;
   q.block_in = -1;
   EXPECT_EQ(fp8_scale_stride(q, 4096), 1);
