@@ -7,7 +7,8 @@
 // (K and V rows of every visible key, q in, out back), set against a
 // device-to-device copy on the same GPU (read + write bytes). Prefill: 8
 // fresh prompts of 1024 tokens (causal), TFLOP/s over the 4 * head_dim
-// FLOPs of every visible (query, key) pair and head.
+// FLOPs of every visible (query, key) pair and head. Each case again over
+// an FP8 cache (kv_cache_dtype fp8; decode: the speedup over bf16's).
 //
 //   attention_bench [iters]     (default 50)
 //
@@ -201,7 +202,8 @@ int main(int argc, char** argv) {
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy);
 
   std::printf("| decode bf16, 32/8 heads, d 128 | splits | eager us | graph us | GB/s (graph) | "
-              "of copy |\n| --- | --- | --- | --- | --- | --- |\n");
+              "of copy | FP8 cache: splits | graph us | GB/s | of copy | speedup |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   // {batch, context, splits (0: the heuristic's)}
   const int64_t cases[][3] = {{1, 256, 0},    {1, 1024, 0},   {1, 1024, 1},  {1, 1024, 4},
                               {1, 4096, 0},   {1, 4096, 1},   {1, 4096, 4},  {1, 4096, 16},
@@ -220,14 +222,24 @@ int main(int argc, char** argv) {
     auto run = [&] { troupe::cuda::paged_attention(element_type::bf16, a, stream); };
     const double eager = time_ms(stream, iters, run);
     const double graph = graph_ms(stream, iters, run);
-    const double bytes = static_cast<double>(c[0]) *
-                         (static_cast<double>(c[1]) * kv_cols * elem * 2 +
-                          static_cast<double>(num_heads * head_dim * elem * 2));
-    const double gbps = bytes / (graph * 1e-3) / 1e9;
-    std::printf("| batch %lld x context %lld | %d | %.1f | %.1f | %.0f | %.0f%% |\n",
+    // Bytes a step must move: K and V rows (kv_elem bytes an element), q in, out back.
+    auto step_bytes = [&](int64_t kv_elem) {
+      return static_cast<double>(c[0]) * (static_cast<double>(c[1]) * kv_cols * kv_elem * 2 +
+                                          static_cast<double>(num_heads * head_dim * elem * 2));
+    };
+    const double gbps = step_bytes(elem) / (graph * 1e-3) / 1e9;
+    std::printf("| batch %lld x context %lld | %d | %.1f | %.1f | %.0f | %.0f%% |",
                 static_cast<long long>(c[0]), static_cast<long long>(c[1]),
                 troupe::cuda::paged_attention_num_splits(element_type::bf16, a), eager * 1e3,
                 graph * 1e3, gbps, 100.0 * gbps / copy);
+    // The same over an FP8 cache (kv_cache_dtype fp8: the bytes read as
+    // e4m3 codes, 0x3c = 1.5).
+    a.fp8_cache = true;
+    const double fp8_graph = graph_ms(stream, iters, run);
+    const double fp8_gbps = step_bytes(1) / (fp8_graph * 1e-3) / 1e9;
+    std::printf(" %d | %.1f | %.0f | %.0f%% | %.2fx |\n",
+                troupe::cuda::paged_attention_num_splits(element_type::bf16, a), fp8_graph * 1e3,
+                fp8_gbps, 100.0 * fp8_gbps / copy, graph / fp8_graph);
   }
 
   std::printf("\n| prefill 8 x 1024 fresh tokens, 32/8 heads, d 128 | ms | TFLOP/s |\n"
@@ -239,15 +251,18 @@ int main(int argc, char** argv) {
   // Every query token at position i sees i + 1 keys; 4 * head_dim FLOPs per pair and head.
   const double flops = 8.0 * (1024.0 * 1025.0 / 2.0) * num_heads * 4.0 * head_dim;
   for (element_type t : {element_type::bf16, element_type::f16, element_type::f32}) {
+    for (bool fp8 : {false, true}) {
     troupe::cuda::paged_attention_args a = make_args(b, d, q, k_cache, v_cache, out);
+    a.fp8_cache = fp8;
     if (t == element_type::f32) {
-      std::printf("| f32 (strict, no tensor cores) |");
+      std::printf("| f32 (strict, no tensor cores)%s |", fp8 ? ", FP8 cache" : "");
     } else {
-      std::printf("| %s (mma.sync) |", t == element_type::bf16 ? "bf16" : "f16");
+      std::printf("| %s (mma.sync)%s |", t == element_type::bf16 ? "bf16" : "f16", fp8 ? ", FP8 cache" : "");
     }
     const double ms = time_ms(stream, std::max(1, iters / 5),
                               [&] { troupe::cuda::paged_attention(t, a, stream); });
     std::printf(" %.3f | %.1f |\n", ms, flops / (ms * 1e-3) / 1e12);
+    }
   }
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(stream));
   TROUPE_CUDA_CHECK(cudaGetLastError());

@@ -15,7 +15,7 @@ mkdir -p "$out/bin" "$out/lib"
 bins=("$@")
 if ((${#bins[@]} == 0)); then
   bins=(build/troupe)
-  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test build/tests/kernels/cuda_gemv_test build/tests/kernels/cuda_gemv_lora_test build/tests/kernels/cuda_lora_test build/tests/kernels/cuda_lora_products_test build/tests/kernels/cuda_moe_test build/tests/kernels/cuda_qgemm_test build/tests/kernels/cuda_fp8_test \
+  for b in build/model/tokenizer/tokenizer_bench build/tests/kernels/cuda_kernels_test build/tests/kernels/cuda_gemv_test build/tests/kernels/cuda_gemv_lora_test build/tests/kernels/cuda_lora_test build/tests/kernels/cuda_lora_products_test build/tests/kernels/cuda_moe_test build/tests/kernels/cuda_qgemm_test build/tests/kernels/cuda_fp8_test build/tests/kernels/cuda_fp8_kv_test \
            build/tests/kernels/cuda_sampling_test build/tests/kernels/cuda_attention_test build/tests/parallel/nccl_communicator_test build/benchmarks/attention_bench build/benchmarks/gemm_bench build/benchmarks/allreduce_bench; do
     [[ -x $b ]] && bins+=("$b")
   done

@@ -5,7 +5,8 @@
 #     GPU, up to 4: the multi-GPU runs use this too), with
 #     compute-sanitizer memcheck on each (SANITIZER=0 skips it),
 #   - the fixture goldens through `troupe generate` in float32 and bfloat16
-#     (scripts/gpu_golden.py); again through a one-rank NCCL group
+#     (scripts/gpu_golden.py); with the FP8 KV cache against the CPU
+#     backend's run with it; again through a one-rank NCCL group
 #     (TROUPE_DEBUG_TP_COMM=1: the tensor-parallel all-reduces run through
 #     NCCL and are captured in the CUDA graphs); and with
 #     --tensor-parallel-size 2 and 4, --pipeline-parallel-size 2 and 2 x 2
@@ -53,6 +54,10 @@ golden "-quant" --quant
 # MoE in bf16: the fixtures' own bf16 probe deviates by up to 3.5 (routes
 # flip at small top-k margins: docs/moe.md, "Tests"); float32 stays at 1e-3.
 golden "-moe" --moe --tol-bf16 3.5
+# The FP8 KV cache: against the CPU backend's float32 run with the same
+# cache (its reference; the goldens hold float caches' results).
+golden "-fp8kv" --reference cpu --extra '["--kv-cache-dtype", "fp8"]'
+golden "-moe-fp8kv" --moe --tol-bf16 3.5 --reference cpu --extra '["--kv-cache-dtype", "fp8"]'
 # One rank through NCCL: the log must say the group was made.
 TROUPE_DEBUG_TP_COMM=1 build-device/bin/troupe generate --model tests/data/models/tiny-llama \
   --prompt-ids 1,2,3 --max-tokens 4 >"$out/nccl-one-rank.log" 2>&1

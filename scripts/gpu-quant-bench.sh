@@ -15,6 +15,12 @@
 #     128 x 128 blocks (examples/models/llama-3.1-8b-fp8: activations per
 #     token per 128): batch 1, 16, 128, prefill 8 x 1024, a batch-1
 #     profile, and `eval kl` bf16 against both;
+#   - PARTS="kvcache": the FP8 KV cache (--kv-cache-dtype fp8) against the
+#     bf16 cache on dummy Llama-3.1-8B bf16: the memory plans' KV tokens,
+#     `bench latency` at batch 1 and 64 over 2048-token prompts, `eval kl`
+#     of the 8B and of the tiny fixtures (float32 and bfloat16) against
+#     their own bf16 / float cache; "kvtp": `bench throughput`
+#     1000 x 1000 in / 1000 out with each cache (issue 27's shape);
 #   - PARTS="70b": dummy Llama-3.1-70B GPTQ 4-bit on one GPU, its memory
 #     plan and batch-1 latency;
 #   - PARTS="kl": `troupe eval kl` (docs/eval.md): dummy Llama-3.1-8B bf16
@@ -94,6 +100,40 @@ if [[ $parts == *fp8* ]]; then
     echo "kl bf16 vs fp8 $label:"
     grep -E '^(Positions|KL divergence|Argmax|First-token|Greedy-sequence)' "$out/kl-fp8-$label.log" ||
       tail -5 "$out/kl-fp8-$label.log"
+  done
+fi
+if [[ $parts == *kvcache* ]]; then
+  for b in 1 64; do
+    latency "kv-bf16.b$b" examples/models/llama-3.1-8b "$b" 2048 128
+    saved=("${common[@]}")
+    common+=(--kv-cache-dtype fp8)
+    latency "kv-fp8.b$b" examples/models/llama-3.1-8b "$b" 2048 128
+    common=("${saved[@]}")
+  done
+  for kv in bf16 fp8; do
+    echo "kv $kv: $(grep -m1 -o 'KV cache: .*' "$out/kv-$kv.b1.log")"
+  done
+  kvkl() {  # LABEL ARGS...
+    local label=$1
+    shift
+    "$bin" eval kl "$@" --compare kv_cache_dtype=fp8 --json-out "$out/kl-kv-$label.json" >"$out/kl-kv-$label.log" 2>&1
+    echo "kl kv cache vs fp8 kv cache, $label:"
+    grep -E '^(Positions|KL divergence|Argmax|First-token|Greedy-sequence)' "$out/kl-kv-$label.log" ||
+      tail -5 "$out/kl-kv-$label.log"
+  }
+  kvkl 8b-bf16 --model examples/models/llama-3.1-8b "${common[@]}" --num-prompts 32 --input-len 128 --output-len 64
+  for m in models/tiny-llama moe/tiny-qwen3-moe; do
+    for t in float32 bfloat16; do
+      kvkl "$(basename "$m")-$t" --model "tests/data/$m" --dtype $t --num-prompts 16 --input-len 64 \
+        --output-len 32 --max-model-len 256
+    done
+  done
+fi
+if [[ $parts == *kvtp* ]]; then
+  for kv in auto fp8; do
+    "$bin" bench throughput --model examples/models/llama-3.1-8b "${common[@]}" --kv-cache-dtype $kv \
+      --dataset random --num-prompts 1000 --input-len 1000 --output-len 1000 --seed 0 >"$out/tp-kv-$kv.log" 2>&1
+    echo "throughput kv $kv: $(grep -iE '^(throughput|preemptions)' "$out/tp-kv-$kv.log" | tr '\n' ' ')"
   done
 fi
 if [[ $parts == *70b* ]]; then

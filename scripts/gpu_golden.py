@@ -10,7 +10,14 @@ largest prompt-logprob error.
 
   python3 scripts/gpu_golden.py [--troupe build-device/bin/troupe] [--tol-bf16 0.05]
                                 [--extra 'ARGS']   (more `generate` arguments, as JSON list)
-                                [--worker-devices 1] [--quant | --moe]
+                                [--worker-devices 1] [--quant | --moe] [--reference cpu]
+
+With --reference cpu, the reference is not golden.json but the same run
+(same --extra arguments) on the CPU backend in float32, compared by KL
+(cpu_reference_row): for features whose results the fixtures' goldens do
+not hold, as the FP8 KV cache (--extra '["--kv-cache-dtype", "fp8"]'),
+whose CPU backend is the reference (docs/quantization.md). The cases are
+golden.json's prompts.
 
 With --worker-devices, every run is two processes: the head (`generate`
 with --pipeline-parallel-size 2 --distributed-port, CUDA device 0) and a
@@ -46,6 +53,14 @@ GOLDEN_FILE = {"tiny-qwen3-fp8-block": "golden_w8a8_emulated.json"}
 # it lands; the CPU's weight-only float32 gives 0.018 by this measure).
 KL_BOUND = 3.0
 F32_SHARE = 0.75
+# --reference cpu (cpu_reference_row): the share of the feature's own KL
+# the backend's float32 run may sit from the CPU's, and the multiple for
+# bfloat16.
+F32_FEATURE_SHARE = 0.25
+BF16_FEATURE_BOUND = 3.0
+# ... or this, where the feature's own KL is nil (tiny-qwen3's top-1 sits
+# ~35 nats above the rest: KL 1e-13).
+FEATURE_KL_FLOOR = 1e-6
 # --moe: the mixture-of-experts fixtures (kernels/cuda/moe: docs/moe.md).
 MOE = ["tiny-qwen3-moe", "tiny-mixtral", "tiny-qwen2-moe"]
 
@@ -89,29 +104,43 @@ def coarse_kl(ref, ours):
     return kl + p_rest * math.log(p_rest / q_rest)
 
 
-def run_kl(troupe, model_dir, golden, dtype, backend):
-    """Teacher forced on each case's prompt + greedy ids: our top-20 at each
-    generated position against the golden's top-5 (coarse_kl), and argmax
-    agreement. Returns (kl values, agreements) or an error string."""
-    cases = golden["cases"]
+def teacher_forced(troupe, model_dir, cases, dtype, backend, extra=()):
+    """Each case run on its prompt + greedy ids: the top-20 ({top_ids,
+    top_logprobs}) at each generated position, a list per case, or an
+    error string."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for c in cases:
             f.write(json.dumps({"prompt_ids": c["prompt_ids"] + c["greedy_ids"]}) + "\n")
         path = f.name
     cmd = [troupe, "generate", "--model", model_dir, "--backend", backend, "--dtype", dtype,
            "--prompts-file", path, "--max-tokens", "1", "--temperature", "0", "--prompt-logprobs", "20",
-           "--json", "--max-num-batched-tokens", "256", "--log-level", "warn"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+           "--json", "--max-num-batched-tokens", "256", "--log-level", "warn", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         return p.stderr.strip()[-600:]
+    lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    return [line["prompt_logprobs"][len(c["prompt_ids"]):len(c["prompt_ids"]) + len(c["greedy_ids"])]
+            for c, line in zip(cases, lines)]
+
+
+def kl_against(ref_steps, ours):
+    """coarse_kl and argmax agreement at every position of every case."""
     kls, agree = [], []
-    for c, line in zip(cases, [json.loads(l) for l in p.stdout.splitlines() if l.strip()]):
-        n = len(c["prompt_ids"])
-        for t, ref in enumerate(c["steps"]):
-            ours = line["prompt_logprobs"][n + t]
-            kls.append(coarse_kl(ref, ours))
-            agree.append(ours["top_ids"][0] == ref["top_ids"][0])
+    for case_ref, case_ours in zip(ref_steps, ours):
+        for ref, o in zip(case_ref, case_ours):
+            kls.append(coarse_kl(ref, o))
+            agree.append(o["top_ids"][0] == ref["top_ids"][0])
     return kls, agree
+
+
+def run_kl(troupe, model_dir, golden, dtype, backend):
+    """Teacher forced on each case's prompt + greedy ids: our top-20 at each
+    generated position against the golden's top-5 (coarse_kl), and argmax
+    agreement. Returns (kl values, agreements) or an error string."""
+    ours = teacher_forced(troupe, model_dir, golden["cases"], dtype, backend)
+    if isinstance(ours, str):
+        return ours
+    return kl_against([c["steps"] for c in golden["cases"]], ours)
 
 
 def kl_row(troupe, model, model_dir, golden_file, golden, dtype, backend):
@@ -141,7 +170,66 @@ def start_worker(troupe, model_dir, dtype, devices, port, log):
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def run(troupe, model, dtype, tol, extra=(), worker_devices=None, folder="models", backend="cuda"):
+def generate_cmd(troupe, model_dir, backend, dtype, path, extra):
+    return [troupe, "generate", "--model", model_dir,
+            "--backend", backend, "--dtype", dtype, "--prompts-file", path, "--max-tokens", "24",
+            "--temperature", "0", "--logprobs", "5", "--prompt-logprobs", "0", "--json",
+            "--max-num-batched-tokens", "256", "--log-level", "warn", "--ignore-eos", *extra]
+
+
+def cpu_reference(troupe, model_dir, cases, path, extra):
+    """golden.json's cases with steps, greedy ids and prompt logprobs from
+    the CPU backend in float32 under the same arguments, or an error."""
+    p = subprocess.run(generate_cmd(troupe, model_dir, "cpu", "float32", path, extra),
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        return p.stderr.strip()[-600:]
+    lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+    out = []
+    for c, line in zip(cases, lines):
+        steps = line["outputs"][0]["logprobs"]
+        out.append({"prompt_ids": c["prompt_ids"],
+                    "steps": [{"top_ids": s["top_ids"], "top_logprobs": s["top_logprobs"]} for s in steps],
+                    "greedy_ids": [s["token_id"] for s in steps],
+                    "prompt_logprobs": [None] + [x["logprob"] for x in line["prompt_logprobs"][1:]]})
+    return out
+
+
+def cpu_reference_row(troupe, model, model_dir, cases, path, dtype, backend, extra):
+    """--reference cpu: the CPU backend's float32 run with `extra` is the
+    reference. A feature that rounds (the FP8 KV cache) makes the same
+    computation chaotic (a value a float32 ulp away from a rounding
+    midpoint on one backend lands on the other code), so the rule is the
+    fixtures' logits consistency: teacher forced on the reference's greedy
+    continuations, KL(reference || ours) over the reference's top-20 (and
+    the rest), set against what the feature itself does on the CPU
+    (KL(reference || the CPU without `extra`), the same positions): in
+    float32 the mean must be under F32_FEATURE_SHARE of it; in bfloat16
+    under BF16_FEATURE_BOUND times it (bf16 rounds every value the cache
+    quantizes, so its codes differ from float32's often); or under
+    FEATURE_KL_FLOOR."""
+    name = f"{model} (CPU float32 with {' '.join(extra)}, KL)"
+    cases = cpu_reference(troupe, model_dir, cases, path, extra)
+    if isinstance(cases, str):
+        return f"| {name} | {dtype} | ERROR | cpu reference: {cases} | | |"
+    ref = teacher_forced(troupe, model_dir, cases, "float32", "cpu", extra)
+    without = teacher_forced(troupe, model_dir, cases, "float32", "cpu")
+    ours = teacher_forced(troupe, model_dir, cases, dtype, backend, extra)
+    for what, got in (("cpu reference", ref), ("cpu without the feature", without), (backend, ours)):
+        if isinstance(got, str):
+            return f"| {name} | {dtype} | ERROR | {what}: {got} | | |"
+    kls, agree = kl_against(ref, ours)
+    effect, _ = kl_against(ref, without)
+    mean, worst, effect_mean = sum(kls) / len(kls), max(kls), sum(effect) / len(effect)
+    share = F32_FEATURE_SHARE if dtype == "float32" else BF16_FEATURE_BOUND
+    ok = mean <= max(share * effect_mean, FEATURE_KL_FLOOR)
+    return (f"| {name} | {dtype} | {'5/5' if ok else 'FAIL'} KL mean {mean:.2e} max {worst:.2e} over {len(kls)} "
+            f"positions | bound: mean under {share:g}x the feature's own KL on the CPU (mean {effect_mean:.2e}, "
+            f"max {max(effect):.2e}) | argmax agreement {sum(agree) / len(agree):.3f} | |")
+
+
+def run(troupe, model, dtype, tol, extra=(), worker_devices=None, folder="models", backend="cuda",
+        reference="golden"):
     model_dir = os.path.join(ROOT, "tests/data", folder, model)
     golden_file = GOLDEN_FILE.get(model, "golden.json")
     golden = json.load(open(os.path.join(model_dir, golden_file)))
@@ -152,10 +240,9 @@ def run(troupe, model, dtype, tol, extra=(), worker_devices=None, folder="models
         for c in cases:
             f.write(json.dumps({"prompt_ids": c["prompt_ids"]}) + "\n")
         path = f.name
-    cmd = [troupe, "generate", "--model", model_dir,
-           "--backend", backend, "--dtype", dtype, "--prompts-file", path, "--max-tokens", "24",
-           "--temperature", "0", "--logprobs", "5", "--prompt-logprobs", "0", "--json",
-           "--max-num-batched-tokens", "256", "--log-level", "warn", "--ignore-eos", *extra]
+    if reference == "cpu":
+        return cpu_reference_row(troupe, model, model_dir, cases, path, dtype, backend, extra)
+    cmd = generate_cmd(troupe, model_dir, backend, dtype, path, extra)
     env, worker = None, None
     if worker_devices is not None:
         port = 29600 + (MODELS + QUANT + MOE).index(model) * 2 + (dtype == "bfloat16")
@@ -200,6 +287,8 @@ def main():
     ap.add_argument("--moe", action="store_true", help="the mixture-of-experts fixtures (tests/data/moe)")
     ap.add_argument("--backend", default="cuda", help="cpu: the same checks on the CPU backend")
     ap.add_argument("--only", default=None, help="one fixture")
+    ap.add_argument("--reference", default="golden", choices=["golden", "cpu"],
+                    help="cpu: the CPU backend's float32 run with the same arguments")
     a = ap.parse_args()
     extra = json.loads(a.extra)
     print("| model | dtype | cases passed | tolerance | max top-5 logprob error | max prompt logprob error |")
@@ -210,7 +299,7 @@ def main():
         if a.only is not None and model != a.only:
             continue
         for dtype, tol in (("float32", a.tol_f32), ("bfloat16", a.tol_bf16)):
-            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices, folder, a.backend)
+            row = run(a.troupe, model, dtype, tol, extra, a.worker_devices, folder, a.backend, a.reference)
             failed |= "ERROR" in row or not row.split("|")[3].strip().startswith("5/5")
             print(row, flush=True)
     sys.exit(1 if failed else 0)

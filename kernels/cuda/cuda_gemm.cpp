@@ -179,7 +179,7 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
   auto run_rope = [&](int v) {
     cuda::gemv_qkv_rope_cache(et, v, tx, x.rows, w.data, nullptr, w.cols, rope->q_heads,
                               rope->kv_heads, rope->head_dim, tpositions, tcos, tsin, tslots,
-                              tout, nullptr, nullptr, m.stream);
+                              tout, cuda::kv_dest{}, m.stream);  // (slots -1: no cache writes)
   };
   cuda::fill_dummy(et, tx, x.rows * x.cols, 0x5eed0000u + static_cast<uint64_t>(x.cols), 1.0f, 0.0f,
                    m.stream);
@@ -213,8 +213,8 @@ int cuda_ops::gemm_choice(const tensor& x, const tensor& w, const tensor& out, b
         gemm_cublas(px, w, tensor{tproduct, w.type, x.rows, w.rows});
         if (gated) return cuda::silu_and_mul(et, tproduct, x.rows, n_out, tout, m.stream);
         cuda::qkv_rope_cache(et, tproduct, x.rows, rope->q_heads, rope->kv_heads, rope->head_dim,
-                             nullptr, nullptr, 0.0f, tpositions, tcos, tsin, tslots, tout, nullptr,
-                             nullptr, m.stream);
+                             nullptr, nullptr, 0.0f, tpositions, tcos, tsin, tslots, tout,
+                             cuda::kv_dest{}, m.stream);
       },
       prepare);
   std::vector<float> want = read_out();

@@ -337,7 +337,6 @@ void cuda_ops::reserve_attention_workspace(int64_t max_num_seqs, int64_t num_hea
 }
 
 tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
-  TROUPE_CHECK_MSG(type != dtype::fp8_e4m3, "the cuda backend has no FP8 KV cache yet (kv_cache_dtype fp8)");
   tensor t{nullptr, type, rows, cols};
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_size(type);
   TROUPE_CUDA_CHECK(cudaMalloc(&t.data, bytes));
@@ -347,7 +346,6 @@ tensor cuda_ops::alloc(dtype type, int64_t rows, int64_t cols) {
 }
 
 tensor cuda_ops::alloc_host(dtype type, int64_t rows, int64_t cols) {
-  TROUPE_CHECK_MSG(type != dtype::fp8_e4m3, "the cuda backend has no FP8 KV cache yet (kv_cache_dtype fp8)");
   tensor t{nullptr, type, rows, cols};
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_size(type);
   TROUPE_CUDA_CHECK(cudaMallocHost(&t.data, bytes));
@@ -368,6 +366,7 @@ namespace {
 // n host floats as `type` will hold them: the floats themselves for f32,
 // else converted into `bits`.
 const void* host_bits(const float* host, size_t n, dtype type, std::vector<uint16_t>& bits) {
+  TROUPE_CHECK_MSG(type != dtype::fp8_e4m3, "an FP8 KV cache is written by its kernels only");
   if (type == dtype::f32) return host;
   bits.resize(n);
   for (size_t i = 0; i < n; ++i) bits[i] = type == dtype::bf16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
@@ -422,6 +421,7 @@ void cuda_ops::download(const tensor& src, float* host) {
     m.ended_by_download[slot] = true;
   }
   TROUPE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  TROUPE_CHECK_MSG(src.type != dtype::fp8_e4m3, "an FP8 KV cache is read through attention only");
   if (src.type == dtype::f32) {
     TROUPE_CUDA_CHECK(cudaMemcpy(host, src.data, n * 4, cudaMemcpyDeviceToHost));
     return;
@@ -517,8 +517,8 @@ void cuda_ops::qkv_rope_cache(const tensor& qkv, int64_t num_heads, int64_t num_
   cuda::qkv_rope_cache(element_of(qkv.type), qkv.data, qkv.rows, num_heads, num_kv_heads, head_dim,
                        q_norm != nullptr ? q_norm->data : nullptr,
                        k_norm != nullptr ? k_norm->data : nullptr, eps, positions,
-                       tables.cos.f32(), tables.sin.f32(), slot_mapping, q_out.data, cache.k.data,
-                       cache.v.data, impl_->stream);
+                       tables.cos.f32(), tables.sin.f32(), slot_mapping, q_out.data,
+                       kv_dest_of(cache), impl_->stream);
 }
 
 void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const tensor* bias,
@@ -558,15 +558,15 @@ void cuda_ops::qkv_linear_rope_cache(const tensor& x, const tensor& w, const ten
   cuda::gemv_qkv_rope_cache(element_of(w.type), choice, x.data, x.rows,
                             w.data, bias != nullptr ? bias->data : nullptr, w.cols, num_heads,
                             num_kv_heads, head_dim, positions, tables.cos.f32(),
-                            tables.sin.f32(), slot_mapping, q_out.data, cache.k.data,
-                            cache.v.data, impl_->stream, lora != nullptr ? &tail : nullptr);
+                            tables.sin.f32(), slot_mapping, q_out.data, kv_dest_of(cache),
+                            impl_->stream, lora != nullptr ? &tail : nullptr);
 }
 
 void cuda_ops::write_kv_cache(const tensor& k, const tensor& v, const int32_t* slot_mapping,
                               const kv_cache_layer& cache) {
   op_scope scope(*impl_, "write_kv_cache");
   cuda::write_kv_cache(element_of(k.type), k.data, v.data, slot_mapping, k.rows, k.cols,
-                       cache.k.data, cache.v.data, impl_->stream);
+                       kv_dest_of(cache), impl_->stream);
 }
 
 void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
@@ -579,6 +579,9 @@ void cuda_ops::paged_attention(const tensor& q, const kv_cache_layer& cache,
   a.q = q.data;
   a.k_cache = cache.k.data;
   a.v_cache = cache.v.data;
+  a.fp8_cache = cache.fp8();
+  a.k_scale = cache.k_scale;
+  a.v_scale = cache.v_scale;
   a.out = out.data;
   a.query_start_loc = meta.query_start_loc;
   a.seq_lens = meta.seq_lens;
@@ -652,7 +655,7 @@ void cuda_ops::copy_kv_blocks(const kv_cache_layer& src, const kv_cache_layer& d
                               const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
                               int64_t block_size) {
   op_scope scope(*impl_, "copy_kv_blocks");
-  cuda::copy_kv_blocks(element_of(src.k.type), src.k.data, src.v.data, dst.k.data, dst.v.data,
+  cuda::copy_kv_blocks(dtype_size(src.k.type), src.k.data, src.v.data, dst.k.data, dst.v.data,
                        src_blocks, dst_blocks, n, block_size, src.k.cols, impl_->stream);
 }
 

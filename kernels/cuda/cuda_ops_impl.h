@@ -34,10 +34,15 @@ inline cuda::element_type element_of(dtype t) {
     case dtype::f32: return cuda::element_type::f32;
     case dtype::bf16: return cuda::element_type::bf16;
     case dtype::f16: return cuda::element_type::f16;
-    case dtype::fp8_e4m3: break;  // the FP8 KV cache: no CUDA kernel reads it yet
+    case dtype::fp8_e4m3: break;  // FP8 KV caches: their kernels take kv_dest_of / the cache flag
   }
-  TROUPE_CHECK_MSG(false, "an FP8 tensor reached a CUDA kernel");
+  TROUPE_CHECK_MSG(false, "an FP8 tensor reached a CUDA kernel of the compute types");
   return cuda::element_type::f32;
+}
+
+// A layer's cache as the KV writers take it.
+inline cuda::kv_dest kv_dest_of(const kv_cache_layer& c) {
+  return {c.k.data, c.v.data, c.fp8(), c.k_scale, c.v_scale};
 }
 
 inline cudaDataType_t cublas_type_of(dtype t) {
@@ -61,6 +66,7 @@ inline cudaDataType_t cublas_type_of(dtype t) {
 
 using cuda_detail::cublas_type_of;
 using cuda_detail::element_of;
+using cuda_detail::kv_dest_of;
 
 struct cuda_ops::impl {
   int device = 0;

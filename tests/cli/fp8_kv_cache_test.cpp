@@ -1,6 +1,6 @@
 // kv_cache_dtype fp8 (the FP8 KV cache, issue 24) on the CPU backend: the
 // key's validation, the KV budget (a quarter of float32's bytes: four times
-// the blocks), the cuda backend's refusal until its kernels read FP8, the
+// the blocks; on cuda half of bf16's, and head dims of multiples of 8), the
 // per-layer scales read from a checkpoint (vLLM's k_scale / v_scale names;
 // a malformed one is an error naming it), and the logits' consistency with
 // the float cache through `troupe eval kl` (tiny-llama: KL mean 5.2e-3,
@@ -30,7 +30,7 @@ bool has_problem(const std::vector<std::string>& problems, const std::string& te
   return false;
 }
 
-TEST(fp8_kv_cache, validation_budget_and_cuda_refusal) {
+TEST(fp8_kv_cache, validation_and_budgets) {
   engine_config c;
   c.model = testing::model_dir("tiny-llama");
   c.kv_cache_dtype = "fp8_e5m2";
@@ -60,11 +60,24 @@ TEST(fp8_kv_cache, validation_budget_and_cuda_refusal) {
   EXPECT_EQ(fp8->kv_bytes_per_block, 2048);
   EXPECT_EQ(fp8->num_blocks - 1, 4 * (f32->num_blocks - 1));
   EXPECT_TRUE(fp8->fp8_kv_cache);
+  // The cuda backend: one byte an element against bf16's two (the memory
+  // plan then holds twice the tokens); head dims of multiples of 8 only.
+  c.dtype = "bfloat16";
   auto cuda = derive_engine_limits(c, m, /*cuda=*/true);
-  ASSERT_FALSE(cuda.ok());
-  EXPECT_NE(cuda.error_message().find("kv_cache_dtype: 'fp8' is not supported on the cuda backend yet"),
+  ASSERT_TRUE(cuda.ok()) << cuda.error_message();
+  EXPECT_EQ(cuda->kv_bytes_per_block, 2048);
+  c.kv_cache_dtype = "auto";
+  auto cuda_bf16 = derive_engine_limits(c, m, /*cuda=*/true);
+  ASSERT_TRUE(cuda_bf16.ok()) << cuda_bf16.error_message();
+  EXPECT_EQ(cuda_bf16->kv_bytes_per_block, 2 * cuda->kv_bytes_per_block);
+  c.kv_cache_dtype = "fp8";
+  m.head_dim = 20;
+  auto odd = derive_engine_limits(c, m, /*cuda=*/true);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.error_message().find("kv_cache_dtype: 'fp8' on the cuda backend needs head_dim a multiple of 8 "
+                                     "(this model's is 20"),
             std::string::npos)
-      << cuda.error_message();
+      << odd.error_message();
 }
 
 // tiny-llama with a scale tensor for layer 0's K and V (float32 copies of

@@ -7,7 +7,11 @@
 // power of two), contexts on block boundaries (1, 15, 16, 17, 255-257, 1000,
 // 4097), decode batches of 1-64 mixed lengths with forced and chosen split
 // counts (including splits past the context: empty splits), prefill chunks
-// starting at an offset with single-token queries mixed in.
+// starting at an offset with single-token queries mixed in. Each case also
+// runs over an FP8 cache (kv_cache_dtype fp8: e4m3 codes, scales other than
+// one; head dims of multiples of 8), against the reference on the decoded
+// values, and against a cache of the compute type holding those values
+// (power-of-two scales: bit for bit for prefills).
 //
 // Poisoned with NaN: the output (elements a kernel fails to write show),
 // rows past the batch's last query token (must stay unwritten), the
@@ -31,6 +35,7 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/device_info.h"
+#include "model/quantization.h"
 #include "model/weights.h"
 
 namespace troupe {
@@ -53,6 +58,14 @@ struct attention_case {
   int64_t block_size = 16;
   float q_scale = 4.0f;  // q in [-q_scale, q_scale]: peaky softmax, so a wrong key shows
   uint32_t seed = 1;
+  float k_scale = 0.37f, v_scale = 1.9f;  // FP8 caches: code * scale
+};
+
+// The suite's parameter: the compute type, and whether the cache holds FP8
+// codes.
+struct attention_param {
+  element_type type;
+  bool fp8;
 };
 
 std::string describe(const attention_case& c, int num_splits) {
@@ -69,9 +82,10 @@ struct host_case {
   std::vector<int32_t> query_start_loc{0}, seq_lens, block_tables;
   int64_t max_blocks = 0, max_query_len = 0, max_seq_len = 0, num_slots = 0;
   std::vector<float> q, k_cache, v_cache, want;
+  std::vector<uint8_t> k_codes, v_codes;  // FP8 caches: k_cache = e4m3(code) * k_scale
 };
 
-class cuda_attention : public ::testing::TestWithParam<element_type> {
+class cuda_attention : public ::testing::TestWithParam<attention_param> {
  protected:
   void SetUp() override {
     if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -79,7 +93,10 @@ class cuda_attention : public ::testing::TestWithParam<element_type> {
   void TearDown() override {
     for (void* p : buffers_) cudaFree(p);
   }
-  element_type type() const { return GetParam(); }
+  element_type type() const { return GetParam().type; }
+  bool fp8() const { return GetParam().fp8; }
+  // Head dims an FP8 cache serves (rows of 8-code vectors).
+  bool serves(int64_t head_dim) const { return !fp8() || head_dim % 8 == 0; }
   size_t elem() const { return type() == element_type::f32 ? 4 : 2; }
 
   uint16_t to_bits(float x) const {
@@ -135,11 +152,23 @@ class cuda_attention : public ::testing::TestWithParam<element_type> {
     return v;
   }
 
-  host_case make_host_case(const attention_case& c) const;
+  void* upload_codes(const std::vector<uint8_t>& v) {
+    void* p = device(v.size());
+    EXPECT_EQ(cudaMemcpy(p, v.data(), v.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    return p;
+  }
+
+  // fp8: the caches as e4m3 codes of the random values over c's scales,
+  // k_cache / v_cache their decoded values.
+  host_case make_host_case(const attention_case& c, bool fp8) const;
+  // The launch arguments of h, its caches as codes (fp8) or values, without
+  // the output, workspace and split counters.
+  cuda::paged_attention_args make_args(const attention_case& c, const host_case& h, bool fp8);
   // Runs c on the GPU once per split setting (0: the launcher's choice) and
-  // compares with the CPU reference. workspace_seq_splits < 0: room for the
-  // largest split count asked; split_counters: hand the launcher its split
-  // counters. Returns the split counts the launcher used.
+  // compares with the CPU reference (over the suite's cache kind).
+  // workspace_seq_splits < 0: room for the largest split count asked;
+  // split_counters: hand the launcher its split counters. Returns the split
+  // counts the launcher used.
   std::vector<int> check(const attention_case& c, const std::vector<int>& splits,
                          int64_t workspace_seq_splits = -1, bool split_counters = true);
   // Rows [0, n) within tolerance of the reference, rows past n still NaN.
@@ -149,7 +178,7 @@ class cuda_attention : public ::testing::TestWithParam<element_type> {
   std::vector<void*> buffers_;
 };
 
-host_case cuda_attention::make_host_case(const attention_case& c) const {
+host_case cuda_attention::make_host_case(const attention_case& c, bool fp8) const {
   host_case h;
   std::mt19937 rng(c.seed);
   const int64_t bs = c.block_size, kv_cols = c.num_kv_heads * c.head_dim;
@@ -190,6 +219,17 @@ host_case cuda_attention::make_host_case(const attention_case& c) const {
     std::fill_n(h.k_cache.begin() + slot * kv_cols, kv_cols, nan_value);
     std::fill_n(h.v_cache.begin() + slot * kv_cols, kv_cols, nan_value);
   }
+  if (fp8) {  // (NaN codes where the values are NaN)
+    auto encode = [](std::vector<float>& values, float scale, std::vector<uint8_t>& codes) {
+      codes.resize(values.size());
+      for (size_t i = 0; i < values.size(); ++i) {
+        codes[i] = f32_to_e4m3(values[i] / scale);
+        values[i] = e4m3_to_f32(codes[i]) * scale;
+      }
+    };
+    encode(h.k_cache, c.k_scale, h.k_codes);
+    encode(h.v_cache, c.v_scale, h.v_codes);
+  }
   h.want.assign(static_cast<size_t>(n * heads * c.head_dim), 0.0f);
   attention_metadata meta;
   meta.num_seqs = static_cast<int64_t>(c.seqs.size());
@@ -212,17 +252,17 @@ host_case cuda_attention::make_host_case(const attention_case& c) const {
   return h;
 }
 
-std::vector<int> cuda_attention::check(const attention_case& c, const std::vector<int>& splits,
-                                       int64_t workspace_seq_splits, bool split_counters) {
-  const host_case h = make_host_case(c);
-  const int64_t heads = c.num_kv_heads * c.group, cols = heads * c.head_dim;
-  const int64_t n = h.query_start_loc.back(), num_seqs = static_cast<int64_t>(c.seqs.size());
+cuda::paged_attention_args cuda_attention::make_args(const attention_case& c, const host_case& h,
+                                                     bool fp8) {
   constexpr int64_t padding_rows = 2;  // past the last query token: never written
-
+  const int64_t n = h.query_start_loc.back(), num_seqs = static_cast<int64_t>(c.seqs.size());
   cuda::paged_attention_args a;
   a.q = upload(h.q);
-  a.k_cache = upload(h.k_cache);
-  a.v_cache = upload(h.v_cache);
+  a.k_cache = fp8 ? upload_codes(h.k_codes) : upload(h.k_cache);
+  a.v_cache = fp8 ? upload_codes(h.v_codes) : upload(h.v_cache);
+  a.fp8_cache = fp8;
+  a.k_scale = fp8 ? c.k_scale : 1.0f;
+  a.v_scale = fp8 ? c.v_scale : 1.0f;
   a.query_start_loc = upload_ints(h.query_start_loc);
   a.seq_lens = upload_ints(h.seq_lens);
   a.block_tables = upload_ints(h.block_tables);
@@ -232,10 +272,20 @@ std::vector<int> cuda_attention::check(const attention_case& c, const std::vecto
   a.max_seq_len = h.max_seq_len;
   a.max_blocks_per_seq = h.max_blocks;
   a.block_size = c.block_size;
-  a.num_heads = heads;
+  a.num_heads = c.num_kv_heads * c.group;
   a.num_kv_heads = c.num_kv_heads;
   a.head_dim = c.head_dim;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  return a;
+}
+
+std::vector<int> cuda_attention::check(const attention_case& c, const std::vector<int>& splits,
+                                       int64_t workspace_seq_splits, bool split_counters) {
+  const host_case h = make_host_case(c, fp8());
+  const int64_t heads = c.num_kv_heads * c.group, cols = heads * c.head_dim;
+  const int64_t n = h.query_start_loc.back(), num_seqs = static_cast<int64_t>(c.seqs.size());
+  constexpr int64_t padding_rows = 2;
+  cuda::paged_attention_args a = make_args(c, h, fp8());
   if (workspace_seq_splits < 0) {
     const int most = std::max(1, *std::max_element(splits.begin(), splits.end()));
     workspace_seq_splits =
@@ -311,6 +361,7 @@ std::vector<seq_shape> decodes(const std::vector<int32_t>& contexts) {
 
 TEST_P(cuda_attention, decode_over_head_dims_and_groups) {
   for (int64_t head_dim : {16, 20, 48, 64, 128, 256}) {
+    if (!serves(head_dim)) continue;
     for (int64_t group : {1, 3, 4, 8, 16}) {
       attention_case c;
       c.seqs = decodes(boundary_contexts);
@@ -375,6 +426,7 @@ const std::vector<seq_shape> mixed_batch = {
 
 TEST_P(cuda_attention, prefill_over_head_dims_and_groups) {
   for (int64_t head_dim : {16, 20, 48, 64, 128, 256}) {
+    if (!serves(head_dim)) continue;
     for (int64_t group : {1, 4, 8}) {
       attention_case c;
       c.seqs = mixed_batch;
@@ -415,13 +467,71 @@ TEST_P(cuda_attention, prefill_chunks_after_prefix_hits) {
   check(c, {0, 4});
 }
 
+// An FP8 cache against a cache of the compute type holding its decoded
+// values, over power-of-two scales (folding them into the softmax scale
+// and the output's factor is then exact): the same bits for prefills (the
+// tiles widened to the compute type), one split and several. Decodes over
+// FP8 map dims to lanes their own way (16 codes a load; float32: 8 a
+// vector), so their sums run in another order, and bf16's multiply in
+// float16: they are held to the reference's tolerance instead (the other
+// tests).
+TEST_P(cuda_attention, fp8_cache_equals_a_cache_of_its_decoded_values) {
+  if (!fp8()) GTEST_SKIP() << "FP8 caches only";
+  attention_case c;
+  c.seqs = mixed_batch;
+  for (int32_t len : {3000, 1, 17}) c.seqs.push_back({len, 1});
+  c.num_kv_heads = 8;
+  c.k_scale = 0.5f;
+  c.v_scale = 2.0f;
+  const host_case h = make_host_case(c, true);
+  const int64_t heads = c.num_kv_heads * c.group, cols = heads * c.head_dim;
+  const int64_t n = h.query_start_loc.back(), num_seqs = static_cast<int64_t>(c.seqs.size());
+
+  for (int num_splits : {1, 8}) {
+    std::vector<float> outputs[2];
+    for (bool codes : {false, true}) {
+      cuda::paged_attention_args a = make_args(c, h, codes);
+      a.num_splits = num_splits;
+      a.workspace_bytes = cuda::paged_attention_workspace_bytes(num_seqs * num_splits, heads, c.head_dim);
+      a.workspace = device(a.workspace_bytes);
+      const int64_t counters = cuda::paged_attention_split_counters(num_seqs, heads);
+      a.split_counters = static_cast<int32_t*>(device(static_cast<size_t>(counters) * 4));
+      a.split_counters_count = counters;
+      EXPECT_EQ(cudaMemset(a.split_counters, 0, static_cast<size_t>(counters) * 4), cudaSuccess);
+      a.out = upload(std::vector<float>(static_cast<size_t>(a.num_tokens * cols), nan_value));
+      cuda::paged_attention(type(), a, nullptr);
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+      outputs[codes ? 1 : 0] = download(a.out, static_cast<size_t>(a.num_tokens * cols));
+    }
+    for (int64_t s = 0; s < num_seqs; ++s) {
+      const bool decode = c.seqs[static_cast<size_t>(s)].query_len == 1;
+      if (decode) continue;
+      for (int64_t i = h.query_start_loc[static_cast<size_t>(s)] * cols;
+           i < h.query_start_loc[static_cast<size_t>(s) + 1] * cols; ++i) {
+        ASSERT_EQ(outputs[0][static_cast<size_t>(i)], outputs[1][static_cast<size_t>(i)])
+            << (decode ? "decode" : "prefill") << " sequence " << s << ", element " << i
+            << ", splits " << num_splits;
+      }
+    }
+    for (int64_t i = n * cols; i < static_cast<int64_t>(outputs[1].size()); ++i) {
+      ASSERT_TRUE(std::isnan(outputs[1][static_cast<size_t>(i)])) << "padding written";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(types, cuda_attention,
-                         ::testing::Values(element_type::f32, element_type::bf16,
-                                           element_type::f16),
+                         ::testing::Values(attention_param{element_type::f32, false},
+                                           attention_param{element_type::bf16, false},
+                                           attention_param{element_type::f16, false},
+                                           attention_param{element_type::f32, true},
+                                           attention_param{element_type::bf16, true},
+                                           attention_param{element_type::f16, true}),
                          [](const auto& info) {
-                           return info.param == element_type::f32    ? "f32"
-                                  : info.param == element_type::bf16 ? "bf16"
-                                                                     : "f16";
+                           const element_type t = info.param.type;
+                           return std::string(t == element_type::f32    ? "f32"
+                                              : t == element_type::bf16 ? "bf16"
+                                                                        : "f16") +
+                                  (info.param.fp8 ? "_fp8_cache" : "");
                          });
 
 }  // namespace

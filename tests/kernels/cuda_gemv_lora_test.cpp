@@ -198,12 +198,13 @@ TEST_F(cuda_gemv_lora, rope_form_is_the_plain_product_then_bias_and_qkv_rope_cac
                    nullptr, &d.arg);
         cuda::add_bias(element_of(type), qkv.data, bias.data, m, rows, nullptr);
         cuda::qkv_rope_cache(element_of(type), qkv.data, m, q_heads, kv_heads, head_dim, nullptr, nullptr, 0.0f,
-                             dpos, cos_t.f32(), sin_t.f32(), dkv, q_want.data, k_want.data, v_want.data, nullptr);
+                             dpos, cos_t.f32(), sin_t.f32(), dkv, q_want.data, cuda::kv_dest{k_want.data, v_want.data},
+                             nullptr);
         const tensor q_got = poisoned(type, m, q_cols);
         const tensor k_got = poisoned(type, num_slots, kv_cols), v_got = poisoned(type, num_slots, kv_cols);
         cuda::gemv_qkv_rope_cache(element_of(type), v, x.data, m, w.data, bias.data, k, q_heads, kv_heads,
-                                  head_dim, dpos, cos_t.f32(), sin_t.f32(), dkv, q_got.data, k_got.data,
-                                  v_got.data, nullptr, &d.arg);
+                                  head_dim, dpos, cos_t.f32(), sin_t.f32(), dkv, q_got.data,
+                                  cuda::kv_dest{k_got.data, v_got.data}, nullptr, &d.arg);
         expect_same(q_want, q_got, what + ": q");
         expect_same(k_want, k_got, what + ": k cache");
         expect_same(v_want, v_got, what + ": v cache");

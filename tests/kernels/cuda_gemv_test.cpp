@@ -267,7 +267,7 @@ TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
             if (with_bias) cuda::add_bias(element_of(type), qkv.data, bias.data, m, rows, nullptr);
             cuda::qkv_rope_cache(element_of(type), qkv.data, m, s.q_heads, s.kv_heads, s.head_dim,
                                  nullptr, nullptr, 0.0f, dpos, cos_t.f32(), sin_t.f32(), dslots,
-                                 q_want.data, k_want.data, v_want.data, nullptr);
+                                 q_want.data, cuda::kv_dest{k_want.data, v_want.data}, nullptr);
             // One kernel.
             const tensor q_got = poisoned(type, m, s.q_heads * s.head_dim);
             const tensor k_got = poisoned(type, num_slots, kv_cols);
@@ -276,7 +276,7 @@ TEST_F(cuda_gemv, qkv_rope_epilogue_equals_the_separate_kernels) {
             cuda::gemv_qkv_rope_cache(element_of(type), v, x.data, m, w.data,
                                       with_bias ? bias.data : nullptr, s.k, s.q_heads, s.kv_heads,
                                       s.head_dim, dpos, cos_t.f32(), sin_t.f32(), dslots,
-                                      q_got.data, k_got.data, v_got.data, nullptr);
+                                      q_got.data, cuda::kv_dest{k_got.data, v_got.data}, nullptr);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
             for (auto [want_t, got_t, name] : {std::tuple{q_want, q_got, "q"}, {k_want, k_got, "k cache"},
                                                {v_want, v_got, "v cache"}}) {
@@ -369,7 +369,7 @@ TEST_F(cuda_gemv, qkv_linear_rope_cache_is_tuned_with_its_epilogue) {
                n, k, qkv2.data, nullptr);
     cuda::qkv_rope_cache(cuda::element_type::bf16, qkv2.data, m, q_heads, kv_heads, head_dim, nullptr,
                          nullptr, 0.0f, dpos, tables.cos.f32(), tables.sin.f32(), dslots, q2.data,
-                         cache2.k.data, cache2.v.data, nullptr);
+                         cuda::kv_dest{cache2.k.data, cache2.v.data}, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
     for (auto [got_t, want_t, name] : {std::tuple{q, q2, "q"}, {cache.k, cache2.k, "k cache"},
                                         {cache.v, cache2.v, "v cache"}}) {

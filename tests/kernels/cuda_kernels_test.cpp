@@ -281,7 +281,7 @@ TEST_P(cuda_kernels, qkv_rope_cache_matches_separate_ops) {
         void* vc = upload(std::vector<float>(v_cache.size(), 7.0f));
         cuda::qkv_rope_cache(GetParam(), upload(qkv), n, g.q_heads, g.kv_heads, head_dim,
                              norms ? upload(qn) : nullptr, norms ? upload(kn) : nullptr, 1e-6f,
-                             pos_d, cos_d, sin_d, slots_d, q_out, kc, vc, nullptr);
+                             pos_d, cos_d, sin_d, slots_d, q_out, cuda::kv_dest{kc, vc}, nullptr);
         expect_close(download(q_out, q.size()), q, "fused q");
         expect_close(download(kc, k_cache.size()), k_cache, "fused k cache");  // -1 slots untouched
         expect_close(download(vc, v_cache.size()), v_cache, "fused v cache");
@@ -307,7 +307,8 @@ TEST_P(cuda_kernels, kv_cache_write_gather_and_block_copies) {
   void* kc = upload(std::vector<float>(cache_elems, 7.0f));
   void* vc = upload(std::vector<float>(cache_elems, 7.0f));
   int32_t* slots_d = upload_ints(slots);
-  cuda::write_kv_cache(GetParam(), upload(k), upload(v), slots_d, n, kv_cols, kc, vc, nullptr);
+  cuda::write_kv_cache(GetParam(), upload(k), upload(v), slots_d, n, kv_cols, cuda::kv_dest{kc, vc},
+                       nullptr);
   expect_close(download(kc, cache_elems), k_cache, "k cache");  // slot -1 rows untouched too
   expect_close(download(vc, cache_elems), v_cache, "v cache");
   // gather rows of k
@@ -325,7 +326,7 @@ TEST_P(cuda_kernels, kv_cache_write_gather_and_block_copies) {
                       {host(k_cache, num_blocks * block_size, kv_cols),
                        host(v_cache, num_blocks * block_size, kv_cols)},
                       src.data(), dst.data(), 2, block_size);
-  cuda::copy_kv_blocks(GetParam(), kc, vc, kc, vc, src.data(), dst.data(), 2, block_size, kv_cols,
+  cuda::copy_kv_blocks(elem(), kc, vc, kc, vc, src.data(), dst.data(), 2, block_size, kv_cols,
                        nullptr);
   expect_close(download(kc, cache_elems), k_cache, "k after block copy");
   expect_close(download(vc, cache_elems), v_cache, "v after block copy");

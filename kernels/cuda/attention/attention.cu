@@ -4,7 +4,9 @@
 // one block per (split, KV head, sequence) reading each K/V row once for the
 // whole query-head group, on tensor cores for bf16/f16 with 16-byte rows up
 // to head_dim 128 (decode_mma.cuh), else with SIMT float32 arithmetic
-// (decode.cuh: float32, head_dim 256, odd layouts). Longer queries (prefill chunks,
+// (decode.cuh: float32, head_dim 256, odd layouts); FP8 caches the same way,
+// their codes widened in registers (to float16 for the tensor cores).
+// Longer queries (prefill chunks,
 // speculative verification) go to the tiled prefill kernel (prefill.cuh). A
 // batch whose max_query_len is 1 launches the decode kernel alone; any other
 // batch launches both, each kernel skipping the other's sequences at once.
@@ -73,6 +75,13 @@ bool vec16_rows(element_type t, const paged_attention_args& a) {
   return bits % 16 == 0 && (a.head_dim * element_size(t)) % 16 == 0;
 }
 
+// FP8 caches: rows of 8-code (8-byte) vectors, q and out in 16-byte chunks.
+bool fp8_rows(const paged_attention_args& a) {
+  const auto kv = reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache);
+  const auto qo = reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out);
+  return a.head_dim % 8 == 0 && kv % 8 == 0 && qo % 16 == 0;
+}
+
 int head_dim_bucket(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 
 struct decode_plan {
@@ -110,7 +119,8 @@ decode_plan plan_decode(element_type t, const paged_attention_args& a) {
   decode_plan plan;
   attention::decode_variant& v = plan.variant;
   v.type = t;
-  if (vec16_rows(t, a)) {
+  v.fp8_cache = a.fp8_cache;
+  if (a.fp8_cache ? fp8_rows(a) : vec16_rows(t, a)) {
     const int bucket = head_dim_bucket(a.head_dim);
     v.layout = bucket == 64    ? row_layout::vec16_d64
                : bucket == 128 ? row_layout::vec16_d128
@@ -160,6 +170,8 @@ void check_args(const paged_attention_args& a) {
   TROUPE_CHECK(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0);
   TROUPE_CHECK(a.block_size > 0 && a.max_blocks_per_seq > 0);
   TROUPE_CHECK(a.num_seqs <= 65535 && a.num_heads <= 65535);
+  TROUPE_CHECK_MSG(!a.fp8_cache || fp8_rows(a),
+                   "FP8 KV cache attention needs head_dim % 8 == 0 and aligned rows");
 }
 
 }  // namespace
@@ -202,6 +214,10 @@ void paged_attention(element_type t, const paged_attention_args& args, cudaStrea
   p.min_split_keys = static_cast<int>(min_keys_per_split);
   p.preload = preload_enabled();
   p.scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
+  if (a.fp8_cache) {
+    p.scale_log2 *= a.k_scale;
+    p.v_scale = a.v_scale;
+  }
   if (plan.num_splits > 1) {
     const int64_t rows = a.num_seqs * a.num_heads * plan.num_splits;
     p.partial_out = static_cast<float*>(a.workspace);
@@ -214,7 +230,7 @@ void paged_attention(element_type t, const paged_attention_args& args, cudaStrea
 
   attention::launch_decode(plan.variant, p, num_kv_heads, num_seqs, stream);
   if (a.max_query_len > 1) {
-    attention::launch_prefill(t, head_dim_bucket(a.head_dim), vec16_rows(t, a), p,
+    attention::launch_prefill(t, a.fp8_cache, head_dim_bucket(a.head_dim), vec16_rows(t, a), p,
                               static_cast<int>(a.max_query_len), num_seqs, stream);
   }
 }

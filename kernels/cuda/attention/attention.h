@@ -5,7 +5,7 @@
 // reads KV head h / (num_heads / num_kv_heads). q and out are [num_tokens,
 // num_heads * head_dim]; the caches are [num_slots, num_kv_heads * head_dim]
 // with slot = block_tables[s][key / block_size] * block_size + key %
-// block_size; metadata as in kernels/ops.h (query_start_loc [num_seqs + 1],
+// block_size (FP8 caches: codes, below); metadata as in kernels/ops.h (query_start_loc [num_seqs + 1],
 // seq_lens [num_seqs], block_tables [num_seqs, max_blocks_per_seq]). Tokens
 // past query_start_loc[num_seqs] (padding) are not written. Device pointers;
 // asynchronous on `stream`; no allocation and no host synchronisation (CUDA
@@ -17,7 +17,8 @@
 // queries to the tiled prefill kernel. A mixed batch runs both, each skipping
 // the other's sequences.
 //
-// REQUIRES: head_dim <= 256 and even; num_heads % num_kv_heads == 0;
+// REQUIRES: head_dim <= 256 and even (FP8 caches: a multiple of 8);
+// num_heads % num_kv_heads == 0;
 // max_query_len >= every sequence's query length (0: num_tokens is used).
 #pragma once
 
@@ -48,6 +49,15 @@ struct paged_attention_args {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   float scale = 1.0f;
+  // kv_cache_dtype fp8: the caches hold float8 e4m3 codes, a key element
+  // code * k_scale, a value element code * v_scale (kernels/ops.h). The
+  // kernels fold k_scale into the softmax scale and v_scale into the
+  // output's normalisation; decodes in 16-bit types multiply in float16 on
+  // tensor cores (every e4m3 value is a float16; q is rounded to float16,
+  // saturated at +-65504), prefills in the compute type. REQUIRES for FP8:
+  // head_dim % 8 == 0, caches 8-byte and q / out 16-byte aligned.
+  bool fp8_cache = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
   // Split-KV partials of the decode kernel; without one (or when too small)
   // decodes run with fewer splits, down to one (correct, slower for small
   // batches). See paged_attention_workspace_bytes.

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention/attention_params.h"
+#include "kernels/cuda/fp8_codes.cuh"
 
 namespace troupe::cuda::attention {
 
@@ -61,12 +62,15 @@ __device__ __forceinline__ void zero_words(words<N>& r) {
 
 // The elements held by N words, as floats: f[0 .. N * 4 / sizeof(T)).
 // Little-endian: the element at the lower address is in the low half.
+// T = uint8_t: float8 e4m3 codes (an FP8 KV cache), four a word.
 template <class T, int N>
 __device__ __forceinline__ void unpack(const words<N>& r, float* f) {
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const uint32_t w = r.w[i];
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      e4m3x4_to_float(w, f + 4 * i);
+    } else if constexpr (std::is_same_v<T, float>) {
       f[i] = __uint_as_float(w);
     } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       f[2 * i] = __uint_as_float(w << 16);

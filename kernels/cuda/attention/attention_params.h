@@ -39,7 +39,10 @@ struct params {
   int head_chunks = 1;  // decode: blocks per KV head (query heads split in chunks)
   int num_splits = 1;   // decode: the launch's; a sequence may use fewer
   int min_split_keys = 1;  // decode: keys a split holds at least (split_of)
-  float scale_log2 = 0.0f;  // softmax scale * log2(e): scores live in the exp2 domain
+  // softmax scale * log2(e) (scores live in the exp2 domain), times
+  // k_scale for FP8 caches.
+  float scale_log2 = 0.0f;
+  float v_scale = 1.0f;  // the output's factor: an FP8 cache's v_scale, else 1
   bool preload = false;     // decode: older K/V rows requested before the PDL wait
 };
 
@@ -50,9 +53,11 @@ enum class row_layout { vec16_d64, vec16_d128, vec16_d256, pairs_d256 };
 
 // Which decode kernel: the SIMT one (any type and layout; heads_per_block
 // 1, 2, 4 or 8) or the tensor-core one (bf16/f16, vec16_d64 or vec16_d128;
-// heads_per_block 8 or 16).
+// heads_per_block 8 or 16). FP8 caches (fp8_cache) take the vec16 layouts
+// for their DMAX only (rows of 8-code vectors: head_dim % 8 == 0).
 struct decode_variant {
   element_type type = element_type::f32;
+  bool fp8_cache = false;
   row_layout layout = row_layout::pairs_d256;
   bool tensor_cores = false;
   int heads_per_block = 1;
@@ -64,10 +69,16 @@ void launch_decode(const decode_variant& v, const params& p, int num_kv_heads, i
                    cudaStream_t stream);
 // Resident decode blocks per SM for a variant (cached after the first call).
 int decode_blocks_per_sm(const decode_variant& v);
+// The FP8-cache variants of the two (decode_fp8.cu), which they call.
+void launch_decode_fp8(const decode_variant& v, const params& p, int num_kv_heads, int num_seqs,
+                       cudaStream_t stream);
+int decode_fp8_blocks_per_sm(const decode_variant& v);
 
 // Prefill: one block per (64-query tile, query head, sequence); sequences
 // with fewer than 2 query tokens are skipped.
-void launch_prefill(element_type t, int head_dim_bucket, bool vec16, const params& p,
-                    int max_query_len, int num_seqs, cudaStream_t stream);
+// fp8_cache: K and V are e4m3 codes (widened into the tile as the compute
+// type); vec16 then only speaks of q's rows.
+void launch_prefill(element_type t, bool fp8_cache, int head_dim_bucket, bool vec16,
+                    const params& p, int max_query_len, int num_seqs, cudaStream_t stream);
 
 }  // namespace troupe::cuda::attention

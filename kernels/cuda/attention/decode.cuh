@@ -1,6 +1,8 @@
 // Split-KV ("flash-decoding") paged attention for single-token queries, in
 // SIMT float32 arithmetic: the kernel for float32 (strict FMAs), head_dim 256
-// and rows without 16-byte vectors; bf16/f16 with 16-byte rows up to 128
+// and rows without 16-byte vectors (FP8 caches: vectors of 8 codes,
+// widened to float, k_scale folded into q's factor, v_scale into the
+// output's); bf16/f16 with 16-byte rows up to 128
 // elements take decode_mma.cuh, which shares this file's grid, splits, warp
 // merge (merge_warps_and_store) and split merge (merge_splits_if_last).
 //
@@ -42,7 +44,8 @@ constexpr int decode_warps = 4;
 constexpr int decode_threads = 32 * decode_warps;
 constexpr unsigned full_mask = 0xffffffffu;
 
-template <class T, int DMAX, int VEC, int GB>
+// C: the cache's element type (T, or uint8_t for FP8 codes).
+template <class C, int DMAX, int VEC, int GB>
 struct decode_shape {
   static constexpr int vectors = DMAX / VEC;  // VEC-element vectors in a DMAX-wide row
   static constexpr int lanes_per_key = vectors < 32 ? vectors : 32;
@@ -51,7 +54,7 @@ struct decode_shape {
   static constexpr int keys_per_step = 32 / lanes_per_key;
   static constexpr int unroll = GB >= 8 ? 4 : 8;  // key steps per tile: bounds registers
   static constexpr int tile_keys = keys_per_step * unroll;
-  static constexpr int words_per_vector = VEC * static_cast<int>(sizeof(T)) / 4;
+  static constexpr int words_per_vector = VEC * static_cast<int>(sizeof(C)) / 4;
   static_assert(vectors >= 8 && (vectors & (vectors - 1)) == 0, "vectors: a power of two");
   static_assert(words_per_vector == 1 || words_per_vector == 2 || words_per_vector == 4);
 };
@@ -115,7 +118,7 @@ __device__ __forceinline__ void merge_warps_and_store(
     if (used == 1) {
       T* out = static_cast<T*>(p.out) + static_cast<int64_t>(token) * p.q_row_stride +
                static_cast<int64_t>(head) * p.head_dim;
-      out[d] = from_float<T>(sum > 0.0f ? o / sum : 0.0f);
+      out[d] = from_float<T>(sum > 0.0f ? o / sum * p.v_scale : 0.0f);
     } else {
       const int64_t r = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits + split;
       p.partial_out[r * p.head_dim + d] = o;
@@ -193,7 +196,8 @@ __device__ __forceinline__ void merge_splits(const params& p, int seq, int token
       const float total = s_sum[g * splits];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
-        out[g * p.head_dim + d + e] = from_float<T>(total > 0.0f ? o[e] / total : 0.0f);
+        out[g * p.head_dim + d + e] =
+            from_float<T>(total > 0.0f ? o[e] / total * p.v_scale : 0.0f);
       }
     }
   };
@@ -231,10 +235,12 @@ __device__ __forceinline__ void merge_splits_if_last(const params& p, int seq, i
   merge_splits<T>(p, seq, token, first_head, heads_here, used, scratch);
 }
 
-template <class T, int DMAX, int VEC, int GB>
+// T: q's and the output's type; C: the cache's (T, or uint8_t: FP8 codes,
+// VEC 8 of them a vector).
+template <class T, class C, int DMAX, int VEC, int GB>
 __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
   pdl_begin();  // before any global memory access (launch.cuh)
-  using shape = decode_shape<T, DMAX, VEC, GB>;
+  using shape = decode_shape<C, DMAX, VEC, GB>;
   constexpr int U = shape::unroll;
   constexpr int LPK = shape::lanes_per_key;
   constexpr int VPL = shape::vectors_per_lane;
@@ -269,13 +275,20 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
 #pragma unroll
     for (int v = 0; v < VPL; ++v) {
       const int j = key_lane + v * LPK;
-      words<WPV> w;
-      if (g < heads_here && j < row_vectors) {
-        load_words(q_row + (first_head + g) * p.head_dim + j * VEC, w);
-      } else {
-        zero_words(w);
+      const bool valid = g < heads_here && j < row_vectors;
+      const T* src = q_row + (first_head + g) * p.head_dim + j * VEC;
+      if constexpr (std::is_same_v<C, T>) {
+        words<WPV> w;
+        if (valid) {
+          load_words(src, w);
+        } else {
+          zero_words(w);
+        }
+        unpack<T>(w, &q[g][v * VEC]);
+      } else {  // (q's vectors are not the cache's: element by element, once)
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) q[g][v * VEC + i] = valid ? to_float(src[i]) : 0.0f;
       }
-      unpack<T>(w, &q[g][v * VEC]);
 #pragma unroll
       for (int i = 0; i < VEC; ++i) q[g][v * VEC + i] *= p.scale_log2;
     }
@@ -291,8 +304,8 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
   }
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const T* k_head = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
-  const T* v_head = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
+  const C* k_head = static_cast<const C*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
+  const C* v_head = static_cast<const C*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
   constexpr int tile_stride = decode_warps * shape::tile_keys;
   int tile = key_begin + warp * shape::tile_keys;
   int slots[U];
@@ -322,7 +335,7 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
     for (int u = 0; u < U; ++u) {
       float kf[E];
 #pragma unroll
-      for (int v = 0; v < VPL; ++v) unpack<T>(kw[u][v], &kf[v * VEC]);
+      for (int v = 0; v < VPL; ++v) unpack<C>(kw[u][v], &kf[v * VEC]);
       const bool valid = tile + u * KPS + key_in_step < key_end;
 #pragma unroll
       for (int g = 0; g < GB; ++g) {
@@ -358,7 +371,7 @@ __global__ void __launch_bounds__(decode_threads) decode_kernel(params p) {
     for (int u = 0; u < U; ++u) {
       float vf[E];
 #pragma unroll
-      for (int v = 0; v < VPL; ++v) unpack<T>(vw[u][v], &vf[v * VEC]);
+      for (int v = 0; v < VPL; ++v) unpack<C>(vw[u][v], &vf[v * VEC]);
 #pragma unroll
       for (int g = 0; g < GB; ++g) {
         const float prob = exp2f(s[u][g] - m[g]);  // 0 for masked keys

@@ -20,6 +20,10 @@
 //   c[0], c[1]: row g,     columns 2t, 2t + 1
 //   c[2], c[3]: row g + 8, columns 2t, 2t + 1
 //
+// FP8 caches: K and V tiles are read as e4m3 codes and widened into the
+// shared tiles as T (load_code_tiles), k_scale folded into the scores' scale
+// and v_scale into the output's.
+//
 // Shared memory rows are padded (8 bf16/f16 or 4 floats past the head_dim
 // rounded up to 16) so ldmatrix and the float4 loads hit distinct banks; the
 // columns past head_dim are zero and stay zero.
@@ -31,6 +35,7 @@
 #include "kernels/cuda/attention/attention_common.cuh"
 #include "kernels/cuda/attention/mma.cuh"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace troupe::cuda::attention {
@@ -108,6 +113,64 @@ __device__ __forceinline__ void load_tile(T* dst, int ld, int total_rows, int va
       if (r < valid_rows) w = __ldg(reinterpret_cast<const unsigned int*>(row_src(r)) + c);
       reinterpret_cast<uint32_t*>(dst + r * ld)[c] = w;
     }
+  }
+}
+
+// 8 e4m3 codes widened (exactly, through float16) to T at `out` (16-byte
+// aligned).
+template <class T>
+__device__ __forceinline__ void store_codes(T* out, uint2 codes) {
+  uint32_t h[4];  // float16 pairs
+  e4m3x4_to_f16x4(codes.x, h[0], h[1]);
+  e4m3x4_to_f16x4(codes.y, h[2], h[3]);
+  if constexpr (std::is_same_v<T, __half>) {
+    *reinterpret_cast<uint4*>(out) = make_uint4(h[0], h[1], h[2], h[3]);
+  } else {
+    float f[8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 two = __half22float2(*reinterpret_cast<const __half2*>(&h[k]));
+      f[2 * k] = two.x;
+      f[2 * k + 1] = two.y;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      reinterpret_cast<float4*>(out)[0] = make_float4(f[0], f[1], f[2], f[3]);
+      reinterpret_cast<float4*>(out)[1] = make_float4(f[4], f[5], f[6], f[7]);
+    } else {
+      *reinterpret_cast<uint4*>(out) = make_uint4(pack_pair<T>(f[0], f[1]), pack_pair<T>(f[2], f[3]),
+                                                  pack_pair<T>(f[4], f[5]), pack_pair<T>(f[6], f[7]));
+    }
+  }
+}
+
+// The FP8 cache's K and V tiles: rows [0, ROWS) of two shared tiles (row
+// stride ld, the compute type T) from global rows k_src(r) / v_src(r) of
+// head_dim e4m3 codes, 8 at a time (8-byte loads, every one of a thread
+// issued before the first is widened); rows >= valid_rows become zeros
+// (columns past head_dim are left alone: zero). REQUIRES: head_dim % 8 ==
+// 0, 8-byte aligned rows.
+template <class T, int DMAX, int ROWS, class KSrc, class VSrc>
+__device__ __forceinline__ void load_code_tiles(T* k_dst, T* v_dst, int ld, int valid_rows,
+                                                int head_dim, KSrc k_src, VSrc v_src) {
+  constexpr int vectors = DMAX / 8;  // a power of two
+  constexpr int per_thread = ROWS * vectors / prefill_threads;
+  static_assert(ROWS * vectors % prefill_threads == 0);
+  uint2 kc[per_thread], vc[per_thread];
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i) {
+    const int idx = threadIdx.x + i * prefill_threads;
+    const int r = idx / vectors, c = (idx % vectors) * 8;
+    const bool valid = r < valid_rows && c < head_dim;
+    kc[i] = valid ? __ldg(reinterpret_cast<const uint2*>(k_src(r) + c)) : make_uint2(0u, 0u);
+    vc[i] = valid ? __ldg(reinterpret_cast<const uint2*>(v_src(r) + c)) : make_uint2(0u, 0u);
+  }
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i) {
+    const int idx = threadIdx.x + i * prefill_threads;
+    const int r = idx / vectors, c = (idx % vectors) * 8;
+    if (c >= head_dim) continue;
+    store_codes(k_dst + r * ld + c, kc[i]);
+    store_codes(v_dst + r * ld + c, vc[i]);
   }
 }
 
@@ -218,7 +281,9 @@ __device__ __forceinline__ void tile_accumulate(const float (&s)[BN / 8][4], con
   }
 }
 
-template <class T, int DMAX>
+// C: the cache's element type (T, or uint8_t: FP8 codes, widened into the
+// tiles as T: exact, since every e4m3 value is a bf16/f16/f32 value).
+template <class T, class C, int DMAX>
 __global__ void __launch_bounds__(prefill_threads) prefill_kernel(params p, bool vec16) {
   pdl_begin();  // before any global memory access (launch.cuh)
   using shape = prefill_shape<T>;
@@ -269,19 +334,25 @@ __global__ void __launch_bounds__(prefill_threads) prefill_kernel(params p, bool
   float l[2] = {0.0f, 0.0f};            // this lane's part of the rows' sums
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const T* k_head = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
-  const T* v_head = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
+  const C* k_head = static_cast<const C*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
+  const C* v_head = static_cast<const C*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.head_dim;
   const int num_tiles = ceil_div(key_limit, BN);
   for (int kt = 0; kt < num_tiles; ++kt) {
     const int key0 = kt * BN;
     const int valid_keys = min(BN, key_limit - key0);
     __syncthreads();  // every warp is done with the previous K/V tile
-    load_tile<T, DMAX>(k_s, ld, BN, valid_keys, p.head_dim, vec16, p.k_cache, [&](int r) {
+    auto k_row = [&](int r) {
       return k_head + static_cast<int64_t>(slot_of(p, table, key0 + r)) * p.kv_row_stride;
-    });
-    load_tile<T, DMAX>(v_s, ld, BN, valid_keys, p.head_dim, vec16, p.v_cache, [&](int r) {
+    };
+    auto v_row = [&](int r) {
       return v_head + static_cast<int64_t>(slot_of(p, table, key0 + r)) * p.kv_row_stride;
-    });
+    };
+    if constexpr (std::is_same_v<C, T>) {
+      load_tile<T, DMAX>(k_s, ld, BN, valid_keys, p.head_dim, vec16, p.k_cache, k_row);
+      load_tile<T, DMAX>(v_s, ld, BN, valid_keys, p.head_dim, vec16, p.v_cache, v_row);
+    } else {
+      load_code_tiles<T, DMAX, BN>(k_s, v_s, ld, valid_keys, p.head_dim, k_row, v_row);
+    }
     cp_async_wait_all();  // (the first tile's group holds Q's copies too)
     __syncthreads();
     // Warp-uniform: a warp past the query, or a tile past all its rows, skips.
@@ -349,15 +420,15 @@ __global__ void __launch_bounds__(prefill_threads) prefill_kernel(params p, bool
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + warp_row + g + 8 * r;
     if (row >= q_len) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;  // (o * inv) * v_scale
     T* out = static_cast<T*>(p.out) + static_cast<int64_t>(q_begin + row) * p.q_row_stride +
              static_cast<int64_t>(head) * p.head_dim;
 #pragma unroll
     for (int n = 0; n < DMAX / 8; ++n) {
       const int col = 8 * n + 2 * t;  // head_dim is even: col < head_dim covers col + 1
       if (col < p.head_dim) {
-        out[col] = from_float<T>(o[n][2 * r] * inv);
-        out[col + 1] = from_float<T>(o[n][2 * r + 1] * inv);
+        out[col] = from_float<T>(o[n][2 * r] * inv * p.v_scale);
+        out[col + 1] = from_float<T>(o[n][2 * r + 1] * inv * p.v_scale);
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "kernels/cuda/cache/cache.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/cache/kv_codes.cuh"
 
 namespace troupe::cuda {
 
@@ -18,6 +19,19 @@ __global__ void write_kv_kernel(const uint16_t* k, const uint16_t* v, const int3
   for (int64_t j = threadIdx.x; j < row_words; j += blockDim.x) {
     k_cache[slot * row_words + j] = k[token * row_words + j];
     v_cache[slot * row_words + j] = v[token * row_words + j];
+  }
+}
+
+// The FP8 cache's writer: each element to its code (kv_codes.cuh).
+template <class T>
+__global__ void write_kv_codes_kernel(const T* k, const T* v, const int32_t* slots, int64_t cols,
+                                      kv_dest cache) {
+  const int64_t token = blockIdx.x;
+  const int64_t slot = slots[token];
+  if (slot < 0) return;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    store_kv(cache, false, slot * cols + j, k[token * cols + j]);
+    store_kv(cache, true, slot * cols + j, v[token * cols + j]);
   }
 }
 
@@ -39,13 +53,35 @@ __global__ void gather_kernel(const uint16_t* x, const int32_t* indices, int64_t
 }  // namespace
 
 void write_kv_cache(element_type t, const void* k, const void* v, const int32_t* slot_mapping,
-                    int64_t num_tokens, int64_t kv_cols, void* k_cache, void* v_cache,
+                    int64_t num_tokens, int64_t kv_cols, const kv_dest& cache,
                     cudaStream_t stream) {
   if (num_tokens == 0) return;
+  if (cache.fp8) {
+    const auto blocks = static_cast<unsigned>(num_tokens);
+    switch (t) {
+      case element_type::f32:
+        write_kv_codes_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(k),
+                                                          static_cast<const float*>(v),
+                                                          slot_mapping, kv_cols, cache);
+        break;
+      case element_type::bf16:
+        write_kv_codes_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(k),
+                                                          static_cast<const __nv_bfloat16*>(v),
+                                                          slot_mapping, kv_cols, cache);
+        break;
+      case element_type::f16:
+        write_kv_codes_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(k),
+                                                          static_cast<const __half*>(v),
+                                                          slot_mapping, kv_cols, cache);
+        break;
+    }
+    TROUPE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t words = kv_cols * static_cast<int64_t>(element_size(t)) / 2;
   write_kv_kernel<<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(
       static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), slot_mapping, words,
-      static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache));
+      static_cast<uint16_t*>(cache.k), static_cast<uint16_t*>(cache.v));
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
@@ -66,10 +102,10 @@ void gather_rows(element_type t, const void* x, const int32_t* indices, int64_t 
   TROUPE_CUDA_CHECK_LAUNCH();
 }
 
-void copy_kv_blocks(element_type t, const void* src_k, const void* src_v, void* dst_k,
+void copy_kv_blocks(size_t element_bytes, const void* src_k, const void* src_v, void* dst_k,
                     void* dst_v, const int32_t* src_blocks, const int32_t* dst_blocks, int64_t n,
                     int64_t block_size, int64_t kv_cols, cudaStream_t stream) {
-  const size_t block_bytes = static_cast<size_t>(block_size * kv_cols) * element_size(t);
+  const size_t block_bytes = static_cast<size_t>(block_size * kv_cols) * element_bytes;
   for (int64_t i = 0; i < n; ++i) {
     const size_t s = static_cast<size_t>(src_blocks[i]) * block_bytes;
     const size_t d = static_cast<size_t>(dst_blocks[i]) * block_bytes;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "kernels/cuda/cache/kv_codes.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -49,8 +50,7 @@ struct rope_args {
   const float* cos_table = nullptr;         // [position, half]
   const float* sin_table = nullptr;
   T* q_out = nullptr;  // [M, q_heads * head_dim]
-  T* k_cache = nullptr;
-  T* v_cache = nullptr;  // [slot, kv_heads * head_dim]
+  kv_dest cache;       // [slot, kv_heads * head_dim]
 };
 
 enum class epilogue { store, glu, rope };
@@ -237,23 +237,20 @@ __global__ void __launch_bounds__(block_warps(SPLIT) * 32)
         x1 = to_float(from_float<T>(x1 + to_float(ra.bias[head * d + j])));
         x2 = to_float(from_float<T>(x2 + to_float(ra.bias[head * d + j + ra.half])));
       }
-      T* dst;
       if (head < ra.q_heads) {
-        dst = ra.q_out + (int64_t(m) * ra.q_heads + head) * d;
-      } else {
-        if (slot < 0) continue;
-        const bool is_v = head >= ra.q_heads + ra.kv_heads;
-        const int64_t kv_head = head - ra.q_heads - (is_v ? ra.kv_heads : 0);
-        dst = (is_v ? ra.v_cache : ra.k_cache) + (slot * ra.kv_heads + kv_head) * d;
-        if (is_v) {
-          dst[j] = from_float<T>(x1);
-          dst[j + ra.half] = from_float<T>(x2);
-          continue;
-        }
+        T* dst = ra.q_out + (int64_t(m) * ra.q_heads + head) * d;
+        const float2 rot = rotate_pair(x1, x2, rc, rs);
+        dst[j] = from_float<T>(rot.x);
+        dst[j + ra.half] = from_float<T>(rot.y);
+        continue;
       }
-      const float2 rot = rotate_pair(x1, x2, rc, rs);
-      dst[j] = from_float<T>(rot.x);
-      dst[j + ra.half] = from_float<T>(rot.y);
+      if (slot < 0) continue;
+      const bool is_v = head >= ra.q_heads + ra.kv_heads;
+      const int64_t kv_head = head - ra.q_heads - (is_v ? ra.kv_heads : 0);
+      const int64_t row = (slot * ra.kv_heads + kv_head) * d;
+      const float2 rot = is_v ? make_float2(x1, x2) : rotate_pair(x1, x2, rc, rs);
+      store_kv(ra.cache, is_v, row + j, from_float<T>(rot.x));
+      store_kv(ra.cache, is_v, row + j + ra.half, from_float<T>(rot.y));
     }
   } else if constexpr (GLU) {
     // Lane m writes out[m, p].
@@ -440,7 +437,7 @@ void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, 
                          const void* bias, int64_t k, int64_t q_heads, int64_t kv_heads,
                          int64_t head_dim, const int32_t* positions, const float* cos_table,
                          const float* sin_table, const int32_t* slot_mapping, void* q_out,
-                         void* k_cache, void* v_cache, cudaStream_t stream, const gemv_lora* lora) {
+                         const kv_dest& cache, cudaStream_t stream, const gemv_lora* lora) {
   const int64_t pairs = (q_heads + 2 * kv_heads) * head_dim / 2;
   if (pairs == 0) return;
   auto go = [&](auto tag) {
@@ -455,8 +452,7 @@ void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, 
     ra.cos_table = cos_table;
     ra.sin_table = sin_table;
     ra.q_out = static_cast<T*>(q_out);
-    ra.k_cache = static_cast<T*>(k_cache);
-    ra.v_cache = static_cast<T*>(v_cache);
+    ra.cache = cache;
     with_rows(m, call<T, T, epilogue::rope>{variant, x, w, pairs, k, nullptr, stream, lora, ra});
   };
   if (t == element_type::bf16) return go(__nv_bfloat16{});

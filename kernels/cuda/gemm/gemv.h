@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/cache/cache.h"
 #include "kernels/cuda/kernel_dtype.h"
 
 namespace troupe::cuda {
@@ -83,8 +84,8 @@ void gemv_glu(element_type t, int variant, const void* x, int64_t m, const void*
 // w is [(q_heads + 2 kv_heads) * head_dim, k] (q, k, v heads), bias one
 // value a row or null; each warp computes a head's rotary pair of rows, adds
 // the bias, rotates q and k heads (cos/sin at positions[i]) and stores q to
-// q_out [m, q_heads * head_dim], k and v to the caches at slot_mapping[i]
-// (-1: skipped): bit for bit gemv() with gemv_variant_of_glu(variant),
+// q_out [m, q_heads * head_dim], k and v to the cache at slot_mapping[i]
+// (-1: skipped; FP8 caches get the codes, cache.h): bit for bit gemv() with gemv_variant_of_glu(variant),
 // add_bias and qkv_rope_cache without q/k norms. `variant` indexes the
 // GEMV-GLU table (pairs of rows). `lora`: deltas (modules q, k, v) added
 // to the sums before the rounding, bias and rotation. REQUIRES:
@@ -95,7 +96,7 @@ void gemv_qkv_rope_cache(element_type t, int variant, const void* x, int64_t m, 
                          const void* bias, int64_t k, int64_t q_heads, int64_t kv_heads,
                          int64_t head_dim, const int32_t* positions, const float* cos_table,
                          const float* sin_table, const int32_t* slot_mapping, void* q_out,
-                         void* k_cache, void* v_cache, cudaStream_t stream,
+                         const kv_dest& cache, cudaStream_t stream,
                          const gemv_lora* lora = nullptr);
 
 }  // namespace troupe::cuda

@@ -24,6 +24,7 @@
 #include "common/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/quant/mma_tile.cuh"
 
@@ -35,10 +36,6 @@ constexpr float e4m3_max = 448.0f;
 constexpr int quant_threads = 256;
 
 __device__ __forceinline__ float scale_of(float amax) { return amax > 0.0f ? __fdiv_rn(amax, e4m3_max) : 1.0f; }
-
-__device__ __forceinline__ uint8_t to_e4m3(float v, float scale) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3));
-}
 
 // The largest of the quant_threads threads' v (every thread gets it).
 __device__ __forceinline__ float block_max(float v) {

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kernels/cuda/cache/kv_codes.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element.cuh"
 #include "kernels/cuda/rope/rope.h"
@@ -41,7 +42,7 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
                                       const T* q_norm, const T* k_norm, float eps,
                                       const int32_t* positions, const float* cos_table,
                                       const float* sin_table, const int32_t* slots, T* q_out,
-                                      T* k_cache, T* v_cache) {
+                                      kv_dest cache) {
   const int64_t token = blockIdx.y;
   const int head = blockIdx.x * heads_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -71,13 +72,17 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
   }
   pdl_begin();  // before reading qkv or writing anything (launch.cuh)
   if (head >= total || (!is_q && slot < 0)) return;
-  T* dst;
-  if (is_q) {
-    dst = q_out + (token * q_heads + head) * head_dim;
-  } else {
-    const int kv_head = is_v ? head - q_heads - kv_heads : head - q_heads;
-    dst = (is_v ? v_cache : k_cache) + (slot * kv_heads + kv_head) * head_dim;
-  }
+  // Row element j goes to q_out[q_row + j] or into the cache at kv_row + j.
+  const int64_t q_row = (token * q_heads + head) * head_dim;
+  const int kv_head = is_v ? head - q_heads - kv_heads : head - q_heads;
+  const int64_t kv_row = (slot * kv_heads + kv_head) * head_dim;
+  auto store = [&](int j, T x) {
+    if (is_q) {
+      q_out[q_row + j] = x;
+    } else {
+      store_kv(cache, is_v, kv_row + j, x);
+    }
+  };
   const T* src = qkv + (token * total + head) * head_dim;
   float x1[max_pairs_per_lane], x2[max_pairs_per_lane];
 #pragma unroll
@@ -91,8 +96,8 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
     for (int i = 0; i < max_pairs_per_lane; ++i) {
       const int j = lane + 32 * i;
       if (j < half) {
-        dst[j] = src[j];
-        dst[j + half] = src[j + half];
+        store(j, src[j]);
+        store(j + half, src[j + half]);
       }
     }
     return;
@@ -115,8 +120,8 @@ __global__ void qkv_rope_cache_kernel(const T* qkv, int q_heads, int kv_heads, i
     const int j = lane + 32 * i;
     if (j < half) {
       const float2 r = rotate_pair(x1[i], x2[i], c[i], s[i]);
-      dst[j] = from_float<T>(r.x);
-      dst[j + half] = from_float<T>(r.y);
+      store(j, from_float<T>(r.x));
+      store(j + half, from_float<T>(r.y));
     }
   }
 }
@@ -127,7 +132,7 @@ void qkv_rope_cache(element_type t, const void* qkv, int64_t num_tokens, int64_t
                     int64_t kv_heads, int64_t head_dim, const void* q_norm, const void* k_norm,
                     float eps, const int32_t* positions, const float* cos_table,
                     const float* sin_table, const int32_t* slot_mapping, void* q_out,
-                    void* k_cache, void* v_cache, cudaStream_t stream) {
+                    const kv_dest& cache, cudaStream_t stream) {
   const int64_t total = q_heads + 2 * kv_heads;
   const dim3 block(32 * heads_per_block);
   auto go = [&](auto tag) {
@@ -142,7 +147,7 @@ void qkv_rope_cache(element_type t, const void* qkv, int64_t num_tokens, int64_t
           static_cast<int>(kv_heads), static_cast<int>(head_dim), static_cast<const T*>(q_norm),
           static_cast<const T*>(k_norm), eps, positions + first, cos_table, sin_table,
           slot_mapping + first, static_cast<T*>(q_out) + first * q_heads * head_dim,
-          static_cast<T*>(k_cache), static_cast<T*>(v_cache));
+          cache);
       TROUPE_CUDA_CHECK_LAUNCH();
     }
   };
