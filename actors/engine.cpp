@@ -52,10 +52,10 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
   l.batch_invariant = config.batch_invariant;
   l.log_expert_counts = config.log_expert_counts && model.moe.num_experts > 0;
   l.fp8_kv_cache = config.fp8_kv_cache();
-  if (l.fp8_kv_cache && cuda && model.head_dim % 8 != 0) {
+  if (l.fp8_kv_cache && cuda && model.head_dim % 16 != 0) {
     return make_error("kv_cache_dtype: '" + config.kv_cache_dtype + "' on the cuda backend needs head_dim a "
-                      "multiple of 8 (this model's is " + std::to_string(model.head_dim) +
-                      "; its attention kernels read the codes 8 at a time): use kv_cache_dtype auto");
+                      "multiple of 16 (this model's is " + std::to_string(model.head_dim) +
+                      "; its attention kernels read the codes 16 at a time): use kv_cache_dtype auto");
   }
   l.max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   l.block_size = config.block_size;

@@ -1,6 +1,6 @@
 // kv_cache_dtype fp8 (the FP8 KV cache, issue 24) on the CPU backend: the
 // key's validation, the KV budget (a quarter of float32's bytes: four times
-// the blocks; on cuda half of bf16's, and head dims of multiples of 8), the
+// the blocks; on cuda half of bf16's, and head dims of multiples of 16), the
 // per-layer scales read from a checkpoint (vLLM's k_scale / v_scale names;
 // a malformed one is an error naming it), and the logits' consistency with
 // the float cache through `troupe eval kl` (tiny-llama: KL mean 5.2e-3,
@@ -61,7 +61,7 @@ TEST(fp8_kv_cache, validation_and_budgets) {
   EXPECT_EQ(fp8->num_blocks - 1, 4 * (f32->num_blocks - 1));
   EXPECT_TRUE(fp8->fp8_kv_cache);
   // The cuda backend: one byte an element against bf16's two (the memory
-  // plan then holds twice the tokens); head dims of multiples of 8 only.
+  // plan then holds twice the tokens); head dims of multiples of 16 only.
   c.dtype = "bfloat16";
   auto cuda = derive_engine_limits(c, m, /*cuda=*/true);
   ASSERT_TRUE(cuda.ok()) << cuda.error_message();
@@ -71,11 +71,11 @@ TEST(fp8_kv_cache, validation_and_budgets) {
   ASSERT_TRUE(cuda_bf16.ok()) << cuda_bf16.error_message();
   EXPECT_EQ(cuda_bf16->kv_bytes_per_block, 2 * cuda->kv_bytes_per_block);
   c.kv_cache_dtype = "fp8";
-  m.head_dim = 20;
+  m.head_dim = 40;
   auto odd = derive_engine_limits(c, m, /*cuda=*/true);
   ASSERT_FALSE(odd.ok());
-  EXPECT_NE(odd.error_message().find("kv_cache_dtype: 'fp8' on the cuda backend needs head_dim a multiple of 8 "
-                                     "(this model's is 20"),
+  EXPECT_NE(odd.error_message().find("kv_cache_dtype: 'fp8' on the cuda backend needs head_dim a multiple of 16 "
+                                     "(this model's is 40"),
             std::string::npos)
       << odd.error_message();
 }

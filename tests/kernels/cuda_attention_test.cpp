@@ -9,7 +9,7 @@
 // counts (including splits past the context: empty splits), prefill chunks
 // starting at an offset with single-token queries mixed in. Each case also
 // runs over an FP8 cache (kv_cache_dtype fp8: e4m3 codes, scales other than
-// one; head dims of multiples of 8), against the reference on the decoded
+// one; head dims of multiples of 16), against the reference on the decoded
 // values, and against a cache of the compute type holding those values
 // (power-of-two scales: bit for bit for prefills).
 //
@@ -96,7 +96,7 @@ class cuda_attention : public ::testing::TestWithParam<attention_param> {
   element_type type() const { return GetParam().type; }
   bool fp8() const { return GetParam().fp8; }
   // Head dims an FP8 cache serves (rows of 8-code vectors).
-  bool serves(int64_t head_dim) const { return !fp8() || head_dim % 8 == 0; }
+  bool serves(int64_t head_dim) const { return !fp8() || head_dim % 16 == 0; }
   size_t elem() const { return type() == element_type::f32 ? 4 : 2; }
 
   uint16_t to_bits(float x) const {

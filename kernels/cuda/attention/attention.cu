@@ -6,8 +6,8 @@
 // to head_dim 128 (decode_mma.cuh), else with SIMT float32 arithmetic
 // (decode.cuh: float32, head_dim 256, odd layouts); FP8 caches the same way,
 // their codes widened in registers (to float16 for the tensor cores).
-// Longer queries (prefill chunks,
-// speculative verification) go to the tiled prefill kernel (prefill.cuh). A
+// Longer queries (prefill chunks, speculative verification) go to the
+// tiled prefill kernel (prefill.cuh). A
 // batch whose max_query_len is 1 launches the decode kernel alone; any other
 // batch launches both, each kernel skipping the other's sequences at once.
 //
@@ -75,11 +75,12 @@ bool vec16_rows(element_type t, const paged_attention_args& a) {
   return bits % 16 == 0 && (a.head_dim * element_size(t)) % 16 == 0;
 }
 
-// FP8 caches: rows of 8-code (8-byte) vectors, q and out in 16-byte chunks.
+// FP8 caches: rows of 16-code (16-byte) pieces, q and out in 16-byte
+// chunks (decode_mma_layout.cuh).
 bool fp8_rows(const paged_attention_args& a) {
-  const auto kv = reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache);
-  const auto qo = reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out);
-  return a.head_dim % 8 == 0 && kv % 8 == 0 && qo % 16 == 0;
+  const auto bits = reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache) |
+                    reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.out);
+  return a.head_dim % 16 == 0 && bits % 16 == 0;
 }
 
 int head_dim_bucket(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
@@ -171,7 +172,7 @@ void check_args(const paged_attention_args& a) {
   TROUPE_CHECK(a.block_size > 0 && a.max_blocks_per_seq > 0);
   TROUPE_CHECK(a.num_seqs <= 65535 && a.num_heads <= 65535);
   TROUPE_CHECK_MSG(!a.fp8_cache || fp8_rows(a),
-                   "FP8 KV cache attention needs head_dim % 8 == 0 and aligned rows");
+                   "FP8 KV cache attention needs head_dim % 16 == 0 and 16-byte aligned rows");
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 // queries to the tiled prefill kernel. A mixed batch runs both, each skipping
 // the other's sequences.
 //
-// REQUIRES: head_dim <= 256 and even (FP8 caches: a multiple of 8);
+// REQUIRES: head_dim <= 256 and even (FP8 caches: a multiple of 16);
 // num_heads % num_kv_heads == 0;
 // max_query_len >= every sequence's query length (0: num_tokens is used).
 #pragma once
@@ -55,7 +55,8 @@ struct paged_attention_args {
   // output's normalisation; decodes in 16-bit types multiply in float16 on
   // tensor cores (every e4m3 value is a float16; q is rounded to float16,
   // saturated at +-65504), prefills in the compute type. REQUIRES for FP8:
-  // head_dim % 8 == 0, caches 8-byte and q / out 16-byte aligned.
+  // head_dim % 16 == 0 (the decode loads 16 codes at a time), 16-byte
+  // aligned caches, q and out.
   bool fp8_cache = false;
   float k_scale = 1.0f, v_scale = 1.0f;
   // Split-KV partials of the decode kernel; without one (or when too small)

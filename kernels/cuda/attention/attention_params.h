@@ -54,7 +54,7 @@ enum class row_layout { vec16_d64, vec16_d128, vec16_d256, pairs_d256 };
 // Which decode kernel: the SIMT one (any type and layout; heads_per_block
 // 1, 2, 4 or 8) or the tensor-core one (bf16/f16, vec16_d64 or vec16_d128;
 // heads_per_block 8 or 16). FP8 caches (fp8_cache) take the vec16 layouts
-// for their DMAX only (rows of 8-code vectors: head_dim % 8 == 0).
+// for their DMAX only (head_dim % 16 == 0: attention.h).
 struct decode_variant {
   element_type type = element_type::f32;
   bool fp8_cache = false;

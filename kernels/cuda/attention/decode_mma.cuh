@@ -1,6 +1,6 @@
 // Split-KV decode on tensor cores, for bfloat16/float16 with 16-byte rows
-// (head_dim % 8 == 0) up to head_dim 128, over caches of the compute type
-// or FP8 caches. The grid, the key splits, the warp merge and the partials
+// (head_dim % 8 == 0; FP8 caches: % 16) up to head_dim 128, over caches of
+// the compute type or FP8 caches. The grid, the key splits, the warp merge and the partials
 // are decode_kernel's (decode.cuh); what differs is a warp's step over 16
 // keys: instead of ~80 SIMT instructions a key (dot products, shuffle
 // reductions, exponentials per head), the group's query heads are the rows
