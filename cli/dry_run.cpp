@@ -57,10 +57,11 @@ int run_dry_run(const engine_config& config, const model_config& model, double g
   cuda_config.backend = "cuda";
   const int64_t max_model_len = config.max_model_len.value_or(model.max_position_embeddings);
   std::printf("dry run: nothing loaded or allocated. Memory plan of the cuda backend for %s "
-              "(%lld layers, %s), max_model_len %lld, gpu_memory_utilization %.2f, on GPUs of "
+              "(%lld layers, %s%s), max_model_len %lld, gpu_memory_utilization %.2f, on GPUs of "
               "%.2f GiB\n",
               model.architecture.c_str(), static_cast<long long>(model.num_hidden_layers),
               dtype_name(cuda_compute_type(cuda_config, model)),
+              config.fp8_kv_cache() ? ", KV cache float8 e4m3" : "",
               static_cast<long long>(max_model_len), config.gpu_memory_utilization, gpu_gib);
   const auto stages = static_cast<int>(config.pipeline_parallel_size);
   std::printf("tensor_parallel_size %d x pipeline_parallel_size %d (configured):\n", size, stages);

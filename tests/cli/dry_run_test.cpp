@@ -49,6 +49,33 @@ TEST(dry_run, llama_70b_per_rank_memory_for_t_2_4_8) {
   }
 }
 
+// kv_cache_dtype fp8: a byte an element, so a token takes half of bf16's
+// bytes and the same KV budget holds twice the tokens.
+TEST(dry_run, fp8_kv_cache_holds_twice_the_tokens) {
+  for (const char* kv : {"auto", "fp8"}) {
+    const run_result r = run_troupe({"serve", "--model", model_70b(), "--tensor-parallel-size", "2",
+                                     "--max-model-len", "8192", "--kv-cache-dtype", kv, "--dry-run",
+                                     "--gpu-memory-gib", "80"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const int element_bytes = std::string(kv) == "fp8" ? 1 : 2;
+    const std::string per_token = "(" + std::to_string(2 * 80 * 4 * 128 * element_bytes) + " bytes a token)";
+    EXPECT_NE(r.out.find(per_token), std::string::npos) << per_token << "\n" << r.out;
+    EXPECT_EQ(r.out.find("(80 layers, BF16, KV cache float8 e4m3)") != std::string::npos, element_bytes == 1)
+        << r.out;
+  }
+  auto tokens = [](const std::string& out) {
+    const size_t at = out.find(" tokens (");
+    const size_t begin = out.rfind("= ", at);
+    return std::stoll(out.substr(begin + 2, at - begin - 2));
+  };
+  const run_result bf16 = dry_run("2", "8192");
+  const run_result fp8 = run_troupe({"serve", "--model", model_70b(), "--tensor-parallel-size", "2", "--max-model-len",
+                                     "8192", "--kv-cache-dtype", "fp8", "--dry-run", "--gpu-memory-gib", "80"});
+  // Blocks of 16 tokens out of the same bytes: twice, up to one block.
+  EXPECT_NEAR(static_cast<double>(tokens(fp8.out)), 2.0 * static_cast<double>(tokens(bf16.out)), 16.0)
+      << bf16.out << fp8.out;
+}
+
 // Llama-3.1-70B GPTQ 4-bit (group 128, examples/models): the dense
 // products' weights packed (half a byte a weight, a float16 scale and a
 // byte zero a group of 128), the embedding, LM head and norms in float16:
