@@ -18,44 +18,32 @@
 
 namespace troupe::cuda::attention {
 
-template <class Kernel>
-int kernel_blocks_per_sm(Kernel kernel) {
-  int n = 0;
-  TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, decode_threads, 0));
-  return std::max(n, 1);
-}
-
-template <class Kernel>
-void launch_decode_grid(Kernel kernel, const params& p, int num_kv_heads, int num_seqs,
-                        cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_splits),
-                  static_cast<unsigned>(num_kv_heads * p.head_chunks),
-                  static_cast<unsigned>(num_seqs));
-  launch_pdl(kernel, grid, decode_threads, 0, stream, p);
-  TROUPE_CUDA_CHECK_LAUNCH();
-}
+// One decode kernel instantiation: its launch over the split grid, and
+// its resident blocks per SM (the occupancy API, asked once).
+template <auto Kernel>
+struct decode_launcher {
+  static void launch(const params& p, int num_kv_heads, int num_seqs, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>(p.num_splits),
+                    static_cast<unsigned>(num_kv_heads * p.head_chunks),
+                    static_cast<unsigned>(num_seqs));
+    launch_pdl(Kernel, grid, decode_threads, 0, stream, p);
+    TROUPE_CUDA_CHECK_LAUNCH();
+  }
+  static int blocks_per_sm() {
+    static const int blocks = [] {
+      int n = 0;
+      TROUPE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, decode_threads, 0));
+      return std::max(n, 1);
+    }();
+    return blocks;
+  }
+};
 
 template <class T, class C, int DMAX, int VEC, int GB>
-struct decode_simt_variant {
-  static void launch(const params& p, int num_kv_heads, int num_seqs, cudaStream_t stream) {
-    launch_decode_grid(decode_kernel<T, C, DMAX, VEC, GB>, p, num_kv_heads, num_seqs, stream);
-  }
-  static int blocks_per_sm() {
-    static const int blocks = kernel_blocks_per_sm(decode_kernel<T, C, DMAX, VEC, GB>);
-    return blocks;
-  }
-};
+using decode_simt_variant = decode_launcher<decode_kernel<T, C, DMAX, VEC, GB>>;
 
 template <class T, class C, int DMAX, int ROWS, int HALVES>
-struct decode_mma_variant {
-  static void launch(const params& p, int num_kv_heads, int num_seqs, cudaStream_t stream) {
-    launch_decode_grid(decode_mma_kernel<T, C, DMAX, ROWS, HALVES>, p, num_kv_heads, num_seqs, stream);
-  }
-  static int blocks_per_sm() {
-    static const int blocks = kernel_blocks_per_sm(decode_mma_kernel<T, C, DMAX, ROWS, HALVES>);
-    return blocks;
-  }
-};
+using decode_mma_variant = decode_launcher<decode_mma_kernel<T, C, DMAX, ROWS, HALVES>>;
 
 // FP8 caches: warp steps of two 16-key halves unless TROUPE_FP8_DECODE_PAIRS=0
 // (one half a step: fewer registers, more resident blocks).
