@@ -304,6 +304,7 @@ result<std::unique_ptr<engine>> engine::create(const engine_config& config,
   sl.enable_prefix_caching = config.enable_prefix_caching;
   sl.num_cpu_blocks = limits->num_cpu_blocks;
   sl.kv_bytes_per_block = limits->kv_bytes_per_block;
+  sl.fp8_kv_cache = limits->fp8_kv_cache;
   sl.priority_policy = config.scheduling_policy == "priority";
   sl.reserve_kv = config.kv_admission == "reserve";
   for (int64_t id : model->eos_token_ids) sl.eos_token_ids.push_back(static_cast<int32_t>(id));

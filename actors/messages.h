@@ -305,6 +305,11 @@ struct engine_stats {
   // running and of the waiting requests, ascending.
   int64_t max_loras = 0;
   std::vector<int64_t> running_lora_ids, waiting_lora_ids;
+  // The cache's configuration (vLLM's cache_config_info): tokens a block,
+  // kv_cache_dtype as resolved (auto or fp8_e4m3), prefix caching on.
+  int64_t block_size = 0;
+  std::string kv_cache_dtype;
+  bool enable_prefix_caching = false;
 };
 
 // scheduler -> drafter: what running requests emitted since the last sync
@@ -483,7 +488,8 @@ typename Inspector::result_type inspect(Inspector& f, engine_stats& x) {
            x.preempted_seconds,
            x.num_cpu_blocks_total, x.num_cpu_blocks_free, x.spec_num_drafts,
            x.spec_num_draft_tokens, x.spec_num_accepted_tokens, x.spec_accepted_per_pos,
-           x.max_loras, x.running_lora_ids, x.waiting_lora_ids);
+           x.max_loras, x.running_lora_ids, x.waiting_lora_ids, x.block_size, x.kv_cache_dtype,
+           x.enable_prefix_caching);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_counts& x) {

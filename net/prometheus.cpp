@@ -126,6 +126,15 @@ std::string render_prometheus(const std::string& model_name, const engine_stats&
          r.e2e_latency);
   p.hist("request_prompt_tokens", "Number of prefill tokens processed.", r.prompt_tokens);
   p.hist("request_generation_tokens", "Number of generation tokens processed.", r.generation_tokens);
+  if (s.block_size > 0) {  // vLLM's cache_config_info: the configuration in its labels, value 1
+    p.header("cache_config_info", "gauge", "Information of the LLMEngine CacheConfig.");
+    p.sample("cache_config_info",
+             ",block_size=\"" + std::to_string(s.block_size) + "\",cache_dtype=\"" + page::escape(s.kv_cache_dtype) +
+                 "\",enable_prefix_caching=\"" + (s.enable_prefix_caching ? "True" : "False") +
+                 "\",num_cpu_blocks=\"" + std::to_string(s.num_cpu_blocks_total) + "\",num_gpu_blocks=\"" +
+                 std::to_string(s.num_blocks_total) + "\"",
+             "1");
+  }
   if (s.max_loras > 0) {  // vLLM's lora_requests_info: the state in its labels
     auto names = [&](const std::vector<int64_t>& ids) {
       std::string out;

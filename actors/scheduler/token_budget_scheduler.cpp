@@ -40,6 +40,9 @@ token_budget_scheduler::token_budget_scheduler(const scheduler_limits& limits)
   stats_.num_blocks_total = limits.num_blocks_usable;
   stats_.num_cpu_blocks_total = limits.num_cpu_blocks;
   stats_.kv_bytes_per_block = limits.kv_bytes_per_block;
+  stats_.block_size = limits.block_size;
+  stats_.kv_cache_dtype = limits.fp8_kv_cache ? "fp8_e4m3" : "auto";
+  stats_.enable_prefix_caching = limits.enable_prefix_caching;
   // One counter a draft position from the start (what /metrics shows while
   // nothing has been verified yet).
   stats_.spec_accepted_per_pos.assign(static_cast<size_t>(std::max(limits.num_speculative_tokens, 0)), 0);

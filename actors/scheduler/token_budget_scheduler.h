@@ -85,6 +85,7 @@ struct scheduler_limits {
   bool enable_prefix_caching = false;
   int64_t num_cpu_blocks = 0;  // swap space in blocks; 0: preempt by recompute
   int64_t kv_bytes_per_block = 0;  // for the swap byte counts (engine_stats)
+  bool fp8_kv_cache = false;       // (engine_stats: the cache's configuration)
   // scheduling_policy priority: running and waiting requests are kept in
   // (priority, arrival) order, so the lowest priority is preempted first.
   bool priority_policy = false;

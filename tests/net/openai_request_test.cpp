@@ -344,6 +344,26 @@ TEST(prometheus, spec_decode_counters_when_speculation_is_on) {
       << page;
 }
 
+// The cache's configuration (vLLM's cache_config_info) in the labels,
+// value 1; absent without a block size (stats from no scheduler).
+TEST(prometheus, cache_config_info_names_the_cache) {
+  request_metrics m(100);
+  engine_stats s;
+  s.num_blocks_total = 11;
+  s.num_blocks_free = 10;
+  EXPECT_EQ(render_prometheus("m", s, m.snapshot()).find("cache_config_info"), std::string::npos);
+  s.block_size = 16;
+  s.kv_cache_dtype = "fp8_e4m3";
+  s.enable_prefix_caching = true;
+  s.num_cpu_blocks_total = 3;
+  const std::string page = render_prometheus("m", s, m.snapshot());
+  EXPECT_NE(page.find("# TYPE troupe:cache_config_info gauge\n"), std::string::npos) << page;
+  EXPECT_NE(page.find(R"(troupe:cache_config_info{model_name="m",block_size="16",cache_dtype="fp8_e4m3",)"
+                      R"(enable_prefix_caching="True",num_cpu_blocks="3",num_gpu_blocks="11"} 1)"),
+            std::string::npos)
+      << page;
+}
+
 // LoRA's gauge (vLLM's lora_requests_info): the adapters by name in its
 // labels, quoted names escaped, absent without LoRA.
 TEST(prometheus, lora_requests_info_when_lora_is_on) {

@@ -44,6 +44,26 @@ TEST(server_completions, models_health_version) {
   EXPECT_GT(int64_t(m["created"]), 0);
 }
 
+// /metrics names the KV cache's configuration (vLLM's cache_config_info):
+// the default cache, and an FP8 cache (kv_cache_dtype fp8 on the cpu
+// backend), which also serves.
+TEST(server_completions, metrics_name_the_kv_cache) {
+  for (const char* kv : {"auto", "fp8"}) {
+    std::vector<std::string> args = tiny_llama_args();
+    args.insert(args.end(), {"--kv-cache-dtype", kv});
+    server_process server(args);
+    ASSERT_NE(server.port(), 0) << server.log();
+    const std::string dtype = std::string(kv) == "fp8" ? "fp8_e4m3" : "auto";
+    EXPECT_EQ(metric_value(server.port(), "cache_config_info",
+                           "block_size=\"16\",cache_dtype=\"" + dtype + "\",enable_prefix_caching=\"True\""),
+              1.0)
+        << http_call(server.port(), "GET", "/metrics").body;
+    const http_result r = http_call(server.port(), "POST", "/v1/completions",
+                                    R"({"prompt":[1,2,3,4],"max_tokens":8,"temperature":0})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+}
+
 TEST(server_completions, greedy_equals_golden) {
   server_process server(tiny_llama_args());
   ASSERT_NE(server.port(), 0) << server.log();
