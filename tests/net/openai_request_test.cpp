@@ -318,13 +318,19 @@ TEST(prometheus, histograms_are_cumulative_with_vllm_names) {
   EXPECT_TRUE(has("troupe:preempted_seconds_total{" + labels + "} 1.5")) << page;
 }
 
+// An idle engine's stats: 10 usable blocks free (and the null block).
+engine_stats idle_stats() {
+  engine_stats s;
+  s.num_blocks_total = 11;
+  s.num_blocks_free = 10;
+  return s;
+}
+
 // Speculative decoding's counters (vLLM's names), present from the start
 // when it is on (per position, one sample each) and absent when it is off.
 TEST(prometheus, spec_decode_counters_when_speculation_is_on) {
   request_metrics m(100);
-  engine_stats s;
-  s.num_blocks_total = 11;
-  s.num_blocks_free = 10;
+  engine_stats s = idle_stats();
   EXPECT_EQ(render_prometheus("m", s, m.snapshot()).find("spec_decode"), std::string::npos);
   s.spec_num_drafts = 7;
   s.spec_num_draft_tokens = 20;
@@ -348,9 +354,7 @@ TEST(prometheus, spec_decode_counters_when_speculation_is_on) {
 // value 1; absent without a block size (stats from no scheduler).
 TEST(prometheus, cache_config_info_names_the_cache) {
   request_metrics m(100);
-  engine_stats s;
-  s.num_blocks_total = 11;
-  s.num_blocks_free = 10;
+  engine_stats s = idle_stats();
   EXPECT_EQ(render_prometheus("m", s, m.snapshot()).find("cache_config_info"), std::string::npos);
   s.block_size = 16;
   s.kv_cache_dtype = "fp8_e4m3";
@@ -368,9 +372,7 @@ TEST(prometheus, cache_config_info_names_the_cache) {
 // labels, quoted names escaped, absent without LoRA.
 TEST(prometheus, lora_requests_info_when_lora_is_on) {
   request_metrics m(100);
-  engine_stats s;
-  s.num_blocks_total = 11;
-  s.num_blocks_free = 10;
+  engine_stats s = idle_stats();
   EXPECT_EQ(render_prometheus("m", s, m.snapshot()).find("lora"), std::string::npos);
   s.max_loras = 4;
   s.running_lora_ids = {1, 3};
