@@ -69,7 +69,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
       l.max_num_seqs);
   l.max_n = config.max_n;
   l.max_waiting_seqs = config.max_waiting_seqs.value_or(std::max(4 * l.max_num_seqs, l.max_n));
-  const int64_t element_bytes =
+  l.kv_element_bytes =
       l.fp8_kv_cache ? 1 : cuda ? static_cast<int64_t>(dtype_size(cuda_compute_type(config, model))) : 4;
   // A rank's KV heads (tensor parallelism: its share, or one replicated).
   int64_t kv_heads = model.num_key_value_heads;
@@ -85,7 +85,7 @@ result<engine_limits> derive_engine_limits(const engine_config& config,
     const stage_layers held = pipeline_stage_layers(model.num_hidden_layers, stages, s);
     layers = std::max(layers, held.end - held.begin);
   }
-  l.kv_bytes_per_block = 2 * layers * config.block_size * kv_heads * model.head_dim * element_bytes;
+  l.kv_bytes_per_block = 2 * layers * config.block_size * kv_heads * model.head_dim * l.kv_element_bytes;
   const int64_t blocks_per_seq = (l.max_model_len + l.block_size - 1) / l.block_size;
   l.num_cpu_blocks = static_cast<int64_t>(config.swap_space * gib) / l.kv_bytes_per_block;
   if (config.num_gpu_blocks_override) {

@@ -46,6 +46,7 @@ struct engine_limits {
   bool batch_invariant = false;        // engine_config's
   bool log_expert_counts = false;      // engine_config's
   bool fp8_kv_cache = false;           // kv_cache_dtype fp8 / fp8_e4m3
+  int64_t kv_element_bytes = 0;        // a cached K or V element's (1: FP8 codes)
 };
 
 // Computes the limits; fails when the KV cache cannot hold one sequence of

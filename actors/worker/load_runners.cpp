@@ -516,7 +516,7 @@ result<std::vector<rank_memory_estimate>> estimate_rank_memory(const engine_conf
                  cuda_context_estimate_bytes;
     // K and V of the stage's layers, the rank's KV heads.
     e.kv_bytes_per_token = 2 * (e.layers.end - e.layers.begin) * e.layout.kv_heads *
-                           model.head_dim * (limits->fp8_kv_cache ? 1 : static_cast<int64_t>(dtype_size(type)));
+                           model.head_dim * limits->kv_element_bytes;
     e.kv_bytes = static_cast<int64_t>(double(gpu_bytes) * config.gpu_memory_utilization) -
                  e.weights - e.workspace - e.reserved;
     // Blocks of the largest stage's size, as the real plan counts them.

@@ -5,8 +5,9 @@
 // reads KV head h / (num_heads / num_kv_heads). q and out are [num_tokens,
 // num_heads * head_dim]; the caches are [num_slots, num_kv_heads * head_dim]
 // with slot = block_tables[s][key / block_size] * block_size + key %
-// block_size (FP8 caches: codes, below); metadata as in kernels/ops.h (query_start_loc [num_seqs + 1],
-// seq_lens [num_seqs], block_tables [num_seqs, max_blocks_per_seq]). Tokens
+// block_size (FP8 caches: codes, below); metadata as in kernels/ops.h
+// (query_start_loc [num_seqs + 1], seq_lens [num_seqs], block_tables
+// [num_seqs, max_blocks_per_seq]). Tokens
 // past query_start_loc[num_seqs] (padding) are not written. Device pointers;
 // asynchronous on `stream`; no allocation and no host synchronisation (CUDA
 // graph capturable).

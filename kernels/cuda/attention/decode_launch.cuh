@@ -52,8 +52,8 @@ inline bool fp8_decode_pairs() {
   return on;
 }
 
-// Tensor cores: 16-bit types, rows of up to 128 elements in 16-byte (FP8:
-// 8-byte) chunks.
+// Tensor cores: 16-bit types, rows of up to 128 elements
+// (decode_mma_layout.cuh).
 template <class T, class C, class F>
 void visit_mma(row_layout layout, int heads_per_block, F&& f) {
   auto halves = [&](auto dmax, auto rows) {
@@ -121,19 +121,14 @@ void visit_layout(row_layout layout, int heads_per_block, F&& f) {
 // FP8 = false: caches of the compute type; true: e4m3 codes.
 template <bool FP8, class F>
 void visit(const decode_variant& v, F&& f) {
-  auto typed = [&](auto tag) {
+  by_element_type(v.type, [&](auto tag) {
     using T = decltype(tag);
     using C = std::conditional_t<FP8, uint8_t, T>;
     if constexpr (sizeof(T) == 2) {
       if (v.tensor_cores) return visit_mma<T, C>(v.layout, v.heads_per_block, f);
     }
     visit_layout<T, C>(v.layout, v.heads_per_block, f);
-  };
-  switch (v.type) {
-    case element_type::f32: typed(float{}); break;
-    case element_type::bf16: typed(__nv_bfloat16{}); break;
-    case element_type::f16: typed(__half{}); break;
-  }
+  });
 }
 
 }  // namespace troupe::cuda::attention

@@ -36,32 +36,20 @@ void launch_bucket(int head_dim_bucket, const params& p, bool vec16, int max_que
   }
 }
 
-template <class T>
-void launch_type(bool fp8_cache, int head_dim_bucket, const params& p, bool vec16,
-                 int max_query_len, int num_seqs, cudaStream_t stream) {
-  if (fp8_cache) {
-    launch_bucket<T, uint8_t>(head_dim_bucket, p, vec16, max_query_len, num_seqs, stream);
-  } else {
-    launch_bucket<T, T>(head_dim_bucket, p, vec16, max_query_len, num_seqs, stream);
-  }
-}
+
 
 }  // namespace
 
 void launch_prefill(element_type t, bool fp8_cache, int head_dim_bucket, bool vec16,
                     const params& p, int max_query_len, int num_seqs, cudaStream_t stream) {
-  switch (t) {
-    case element_type::f32:
-      launch_type<float>(fp8_cache, head_dim_bucket, p, vec16, max_query_len, num_seqs, stream);
-      break;
-    case element_type::bf16:
-      launch_type<__nv_bfloat16>(fp8_cache, head_dim_bucket, p, vec16, max_query_len, num_seqs,
-                                 stream);
-      break;
-    case element_type::f16:
-      launch_type<__half>(fp8_cache, head_dim_bucket, p, vec16, max_query_len, num_seqs, stream);
-      break;
-  }
+  by_element_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    if (fp8_cache) {
+      launch_bucket<T, uint8_t>(head_dim_bucket, p, vec16, max_query_len, num_seqs, stream);
+    } else {
+      launch_bucket<T, T>(head_dim_bucket, p, vec16, max_query_len, num_seqs, stream);
+    }
+  });
 }
 
 }  // namespace troupe::cuda::attention

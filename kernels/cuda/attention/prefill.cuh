@@ -120,19 +120,15 @@ __device__ __forceinline__ void load_tile(T* dst, int ld, int total_rows, int va
 // aligned).
 template <class T>
 __device__ __forceinline__ void store_codes(T* out, uint2 codes) {
-  uint32_t h[4];  // float16 pairs
-  e4m3x4_to_f16x4(codes.x, h[0], h[1]);
-  e4m3x4_to_f16x4(codes.y, h[2], h[3]);
   if constexpr (std::is_same_v<T, __half>) {
+    uint32_t h[4];  // float16 pairs
+    e4m3x4_to_f16x4(codes.x, h[0], h[1]);
+    e4m3x4_to_f16x4(codes.y, h[2], h[3]);
     *reinterpret_cast<uint4*>(out) = make_uint4(h[0], h[1], h[2], h[3]);
   } else {
     float f[8];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 two = __half22float2(*reinterpret_cast<const __half2*>(&h[k]));
-      f[2 * k] = two.x;
-      f[2 * k + 1] = two.y;
-    }
+    e4m3x4_to_float(codes.x, f);
+    e4m3x4_to_float(codes.y, f + 4);
     if constexpr (std::is_same_v<T, float>) {
       reinterpret_cast<float4*>(out)[0] = make_float4(f[0], f[1], f[2], f[3]);
       reinterpret_cast<float4*>(out)[1] = make_float4(f[4], f[5], f[6], f[7]);

@@ -57,24 +57,11 @@ void write_kv_cache(element_type t, const void* k, const void* v, const int32_t*
                     cudaStream_t stream) {
   if (num_tokens == 0) return;
   if (cache.fp8) {
-    const auto blocks = static_cast<unsigned>(num_tokens);
-    switch (t) {
-      case element_type::f32:
-        write_kv_codes_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(k),
-                                                          static_cast<const float*>(v),
-                                                          slot_mapping, kv_cols, cache);
-        break;
-      case element_type::bf16:
-        write_kv_codes_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(k),
-                                                          static_cast<const __nv_bfloat16*>(v),
-                                                          slot_mapping, kv_cols, cache);
-        break;
-      case element_type::f16:
-        write_kv_codes_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(k),
-                                                          static_cast<const __half*>(v),
-                                                          slot_mapping, kv_cols, cache);
-        break;
-    }
+    by_element_type(t, [&](auto tag) {
+      using T = decltype(tag);
+      write_kv_codes_kernel<<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(
+          static_cast<const T*>(k), static_cast<const T*>(v), slot_mapping, kv_cols, cache);
+    });
     TROUPE_CUDA_CHECK_LAUNCH();
     return;
   }
